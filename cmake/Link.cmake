@@ -1,0 +1,10 @@
+# Links a folder library whether it has sources yet (STATIC) or not (INTERFACE).
+function(zenmoe_link target)
+  get_target_property(kind ${target} TYPE)
+  if(kind STREQUAL "INTERFACE_LIBRARY")
+    cmake_parse_arguments(L "" "" "PUBLIC;PRIVATE" ${ARGN})
+    target_link_libraries(${target} INTERFACE ${L_PUBLIC} ${L_PRIVATE})
+  else()
+    target_link_libraries(${target} ${ARGN})
+  endif()
+endfunction()

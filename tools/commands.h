@@ -1,0 +1,9 @@
+// The zenmoe subcommands. Each takes the full argv and the index of its first own argument,
+// and returns the process exit status (0 ok, 1 error with one line on stderr).
+#pragma once
+
+namespace zenmoe::tools {
+
+int cmd_version(int argc, char** argv, int first);
+
+}  // namespace zenmoe::tools

@@ -1,0 +1,38 @@
+#include <cstdio>
+#include <cstring>
+
+#include "tools/args.h"
+#include "tools/commands.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*fn)(int, char**, int);
+  const char* help;
+};
+
+constexpr Command kCommands[] = {
+    {"version", zenmoe::tools::cmd_version, "print the version"},
+};
+
+void print_usage(FILE* out) {
+  std::fprintf(out, "usage: zenmoe <command> [options]\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-10s %s\n", c.name, c.help);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return 1;
+  }
+  if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
+    print_usage(stdout);
+    return 0;
+  }
+  for (const auto& c : kCommands)
+    if (!std::strcmp(argv[1], c.name)) return c.fn(argc, argv, 2);
+  return zenmoe::tools::fail(std::string("unknown command '") + argv[1] + "' (try zenmoe --help)");
+}
