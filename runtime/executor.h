@@ -1,0 +1,37 @@
+// What every forward-pass engine offers the front ends (run, logits, bench, serve):
+// feed tokens at the next positions of one sequence, get logits back.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "kernels/status.h"
+
+namespace zenmoe {
+
+namespace gguf {
+class Model;
+}
+
+struct ExecutorOptions {
+  int n_ctx = 4096;   // context limit (positions); eval past it is an error
+  int n_threads = 1;  // worker threads (engines may use fewer)
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual int n_vocab() const = 0;
+  virtual int n_ctx() const = 0;
+  // Positions already held in the KV cache; the next eval starts here.
+  virtual int n_past() const = 0;
+  // Appends `tokens` at positions n_past() .. n_past()+n-1 as one batch (prefill when n > 1,
+  // decode when n == 1). Writes logits row-major: [n][n_vocab] when all_logits, else only the
+  // last position's [n_vocab]. Errors: token id out of range, context limit exceeded.
+  virtual Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) = 0;
+  // Forgets the sequence (n_past() becomes 0).
+  virtual void reset() = 0;
+};
+
+}  // namespace zenmoe
