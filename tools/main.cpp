@@ -14,6 +14,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"version", zenmoe::tools::cmd_version, "print the version"},
+    {"bench", zenmoe::tools::cmd_bench, "measure kernels and memory bandwidth (kernels, bandwidth)"},
 };
 
 void print_usage(FILE* out) {
