@@ -90,6 +90,14 @@ Expected<int> Registry::dump(const std::string& dir) const {
   return written;
 }
 
+std::vector<isa::IsaLevel> implemented_levels(GgmlType weight) {
+  using isa::IsaLevel;
+  if (!pack_supported(weight)) return {};
+  std::vector<IsaLevel> out = {IsaLevel::kScalar};
+  for (IsaLevel l : x64::generated_levels(weight)) out.push_back(l);
+  return out;
+}
+
 Registry& global_registry() {
   static Registry r;
   return r;

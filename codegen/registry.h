@@ -40,6 +40,10 @@ class Registry {
   int generated_ = 0;
 };
 
+// ISA levels with a kernel for this weight format (scalar reference included), lowest first.
+// Tests run every one of them that the host supports.
+std::vector<isa::IsaLevel> implemented_levels(GgmlType weight);
+
 // The process-wide registry used by the runtime, the CLI and the benchmarks.
 Registry& global_registry();
 

@@ -1,5 +1,7 @@
 #include "kernels/pack.h"
 
+#include "kernels/ref/fp16.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -10,25 +12,6 @@ namespace {
 constexpr int64_t kAlign = 64;
 
 int64_t round_up(int64_t v, int64_t a) { return (v + a - 1) / a * a; }
-
-float f16_to_f32(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (man << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    int e = -1;
-    do { ++e; man <<= 1; } while ((man & 0x400) == 0);
-    bits = sign | uint32_t(112 - e) << 23 | ((man & 0x3FF) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 // 6-bit scale and min of sub-block j (spec §2.5).
 void scale_min_k4(const uint8_t* s, int j, uint8_t* sc, uint8_t* m) {
@@ -108,7 +91,7 @@ float dot_q4k_packed(const PackLayout& L, const uint8_t* group, int64_t i, const
       sumi_s += sm[2 * s + h] * isum;
       sumi_m += sm[16 + 2 * s + h] * (x[sb].bsums[2 * s] + x[sb].bsums[2 * s + 1]);
     }
-    const float dd = f16_to_f32(dh[0]) * x[sb].d, dm = f16_to_f32(dh[1]) * x[sb].d;
+    const float dd = ref::fp16_to_fp32(dh[0]) * x[sb].d, dm = ref::fp16_to_fp32(dh[1]) * x[sb].d;
     sum += dd * float(sumi_s) - dm * float(sumi_m);
   }
   return sum;

@@ -18,6 +18,12 @@ Expected<std::unique_ptr<KernelCode>> dispatch(const KernelDesc& d) {
 
 }  // namespace
 
+std::vector<isa::IsaLevel> generated_levels(GgmlType weight) {
+  using isa::IsaLevel;
+  if (weight == GgmlType::Q4_K) return {IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
+  return {};
+}
+
 Expected<std::unique_ptr<KernelCode>> generate_gemv(const KernelDesc& d) {
   // xbyak reports encoding problems (code buffer too small, bad operand) by exception;
   // none may escape the library.
