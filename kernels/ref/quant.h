@@ -43,4 +43,42 @@ float vec_dot_f32(const void* w, const void* x, int64_t n);
 float vec_dot_f16(const void* w, const void* x, int64_t n);
 float vec_dot_bf16(const void* w, const void* x, int64_t n);
 
+// ---- Block formats (row functions; n a multiple of the block) ----------------------------
+// Dequantisation in the spec's order of operations (bit-identical to ggml's to_float).
+void to_float_q4_0(const void* src, float* dst, int64_t n);
+void to_float_q5_0(const void* src, float* dst, int64_t n);
+void to_float_q8_0(const void* src, float* dst, int64_t n);
+void to_float_q4_K(const void* src, float* dst, int64_t n);
+void to_float_q5_K(const void* src, float* dst, int64_t n);
+void to_float_q6_K(const void* src, float* dst, int64_t n);
+void to_float_q8_K(const void* src, float* dst, int64_t n);
+void to_float_iq4_xs(const void* src, float* dst, int64_t n);
+const int8_t* iq4nl_codebook();  // the 16 kvalues_iq4nl entries
+
+// Activation quantisers, bit-exact with ggml's CPU backend.
+// Q8_0 reference path: d = amax/127, q = roundf(x * (1/d)) (half away from zero).
+void from_float_q8_0(const float* src, void* dst, int64_t n);
+// Q8_0 as ggml's x86 AVX path computes it: id = 127/amax, round half to even. Differs from
+// from_float_q8_0 by one code in rare ties; offered so fast kernels can match either.
+void from_float_q8_0_x86(const float* src, void* dst, int64_t n);
+// Q8_K: iscale = -127/max (signed max), nearest_int, d = 1/iscale, bsums per 16 (spec §2.9).
+void from_float_q8_K(const float* src, void* dst, int64_t n);
+
+// Weight quantisers (ggml's reference algorithms, no importance matrix).
+void from_float_q4_0(const float* src, void* dst, int64_t n);
+void from_float_q5_0(const float* src, void* dst, int64_t n);
+void from_float_q4_K(const float* src, void* dst, int64_t n);
+void from_float_q5_K(const float* src, void* dst, int64_t n);
+void from_float_q6_K(const float* src, void* dst, int64_t n);
+
+// Dot products: weight row x activation row in the weight's vec_dot_type
+// (Q4_0/Q5_0/Q8_0 with Q8_0; Q4_K/Q5_K/Q6_K/IQ4_XS with Q8_K).
+float vec_dot_q4_0(const void* w, const void* x, int64_t n);
+float vec_dot_q5_0(const void* w, const void* x, int64_t n);
+float vec_dot_q8_0(const void* w, const void* x, int64_t n);
+float vec_dot_q4_K(const void* w, const void* x, int64_t n);
+float vec_dot_q5_K(const void* w, const void* x, int64_t n);
+float vec_dot_q6_K(const void* w, const void* x, int64_t n);
+float vec_dot_iq4_xs(const void* w, const void* x, int64_t n);
+
 }  // namespace zenmoe::ref
