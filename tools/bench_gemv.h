@@ -51,12 +51,6 @@ class GemvRunner {
   virtual Status prepare(int copies) = 0;
   // Rows [r0, r1) of copy `copy`. Safe to call concurrently on disjoint row ranges.
   virtual void run(int copy, int64_t r0, int64_t r1) = 0;
-  // Writes the generated code into dir (a raw binary named after the kernel); runners
-  // without generated code have nothing to write.
-  virtual Status dump(const std::string& dir) const {
-    (void)dir;
-    return Status::ok();
-  }
 };
 
 // Kernel families measured by `zenmoe bench kernels`.

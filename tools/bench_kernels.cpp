@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "codegen/registry.h"
 #include "tools/args.h"
 #include "tools/bench.h"
 #include "tools/bench_gemv.h"
@@ -183,7 +184,6 @@ class CaseRunner {
         if (!st) return note(req, shape, st.message());
         runner = std::move(*r);
         built = plan;
-        dump(*runner);
       }
       measure(*runner, shape, regime, t, plan);
     }
@@ -201,12 +201,6 @@ class CaseRunner {
     r.measured_rows = plan.rows;
     if (cfg_.json) out_.push_back(to_json(r, runner.matrix_bytes() * plan.copies));
     else print_row(r);
-  }
-
-  void dump(GemvRunner& runner) {
-    if (cfg_.dump_dir.empty()) return;
-    Status st = runner.dump(cfg_.dump_dir);
-    if (!st) std::fprintf(stderr, "zenmoe: --dump: %s\n", st.message().c_str());
   }
 
   // One stderr line per (kernel family, format, reason): a format a family cannot run is
@@ -249,6 +243,11 @@ int bench_kernels(int argc, char** argv, int first) {
     for (const auto& req : requests(*cfg))
       for (Regime regime : cfg->regimes) cases.run(shape, req, regime);
   if (cfg->json) std::printf("%s\n", out.dump(2).c_str());
+  if (!cfg->dump_dir.empty()) {
+    auto n = global_registry().dump(cfg->dump_dir);
+    if (!n) return fail("--dump: " + n.error());
+    std::fprintf(stderr, "zenmoe: wrote %d generated kernel(s) to %s\n", *n, cfg->dump_dir.c_str());
+  }
   return 0;
 }
 

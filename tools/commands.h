@@ -5,6 +5,7 @@
 namespace zenmoe::tools {
 
 int cmd_version(int argc, char** argv, int first);
+int cmd_tokenize(int argc, char** argv, int first);
 int cmd_bench(int argc, char** argv, int first);
 
 }  // namespace zenmoe::tools

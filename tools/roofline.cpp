@@ -10,6 +10,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "codegen/isa.h"
+
 namespace zenmoe::tools {
 namespace {
 
@@ -169,15 +171,12 @@ void ThreadTeam::worker(int tid) {
 }
 
 HostIsa host_isa() {
-  // libgcc's CPU model checks CPUID together with XCR0, so a feature the OS does not
-  // save/restore is reported absent.
-  __builtin_cpu_init();
+  const isa::CpuFeatures& f = isa::host_features();
   HostIsa h;
-  h.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  h.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  h.avx512_vnni = h.avx512 && __builtin_cpu_supports("avx512vnni");
-  h.avx512_bf16 = h.avx512 && __builtin_cpu_supports("avx512bf16");
+  h.avx2 = isa::host_supports(isa::IsaLevel::kAvx2);
+  h.avx512 = isa::host_supports(isa::IsaLevel::kAvx512);
+  h.avx512_vnni = isa::host_supports(isa::IsaLevel::kAvx512Vnni);
+  h.avx512_bf16 = h.avx512 && f.avx512bf16;
   return h;
 }
 
@@ -191,15 +190,12 @@ const char* load_isa_name(LoadIsa isa) {
 }
 
 Expected<LoadIsa> choose_load_isa(const std::string& cap) {
-  HostIsa host = host_isa();
-  LoadIsa best = host.avx512 ? LoadIsa::kAvx512 : host.avx2 ? LoadIsa::kAvx2 : LoadIsa::kScalar;
-  if (cap.empty()) return best;
-  LoadIsa capped;
-  if (cap == "avx512" || cap.rfind("avx512", 0) == 0 || cap == "zen4" || cap == "zen5") capped = LoadIsa::kAvx512;
-  else if (cap == "avx2") capped = LoadIsa::kAvx2;
-  else if (cap == "scalar" || cap == "ref") capped = LoadIsa::kScalar;
-  else return Error{"unknown ISA level '" + cap + "' (expected avx512, avx2 or scalar)"};
-  return std::min(best, capped);
+  // The ISA model folds in the cap (or ZENMOE_ISA) and never goes above the host.
+  auto t = isa::resolve_target(cap);
+  if (!t) return Error{t.error()};
+  if (t->level >= isa::IsaLevel::kAvx512) return LoadIsa::kAvx512;
+  if (t->level >= isa::IsaLevel::kAvx2) return LoadIsa::kAvx2;
+  return LoadIsa::kScalar;
 }
 
 namespace {

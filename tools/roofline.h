@@ -90,7 +90,7 @@ class ThreadTeam {
 };
 
 // The host features the measurement code needs (loads for the bandwidth kernel, the
-// compiler-vectorised baseline loops). One query, answered from the CPU and the OS state.
+// compiler-vectorised baseline loops), as the ISA model (codegen/isa.h) reports them.
 struct HostIsa {
   bool avx2 = false;    // with FMA and F16C
   bool avx512 = false;  // F, BW, VL, DQ
@@ -103,8 +103,8 @@ HostIsa host_isa();
 // (and the user allows), never an instruction the host lacks.
 enum class LoadIsa { kScalar, kAvx2, kAvx512 };
 const char* load_isa_name(LoadIsa isa);
-// The widest loads the host supports, capped by `cap` ("avx512", "avx2", "scalar" or "" for
-// no cap). Error on an unknown cap name.
+// The widest loads the host supports, capped by `cap` (an ISA level name of codegen/isa.h;
+// "" = ZENMOE_ISA or no cap). Error on an unknown cap name.
 Expected<LoadIsa> choose_load_isa(const std::string& cap);
 
 // Reads n bytes (n a multiple of 256, p 64-byte aligned) and folds them into a value so the
