@@ -14,6 +14,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"version", zenmoe::tools::cmd_version, "print the version"},
+    {"tokenize", zenmoe::tools::cmd_tokenize, "print the token ids of a text (JSON)"},
 };
 
 void print_usage(FILE* out) {
