@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -65,13 +66,15 @@ class Metadata {
   Expected<std::vector<int64_t>> get_int_array(std::string_view key) const;
   Expected<std::vector<double>> get_float_array(std::string_view key) const;
 
-  uint64_t get_uint_or(std::string_view key, uint64_t def) const;  // def if absent
+  // `def` if the key is absent or cannot be read as the requested type.
+  uint64_t get_uint_or(std::string_view key, uint64_t def) const;
   double get_float_or(std::string_view key, double def) const;
   bool get_bool_or(std::string_view key, bool def) const;
   std::string get_string_or(std::string_view key, std::string def) const;
 
  private:
   std::vector<std::pair<std::string, Value>> kv_;
+  std::map<std::string, size_t, std::less<>> index_;  // key -> position in kv_
 };
 
 struct TensorInfo {
@@ -84,7 +87,10 @@ struct TensorInfo {
   int shard = 0;                 // index of the file holding the data
   const uint8_t* data = nullptr; // points into the read-only mapping
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
-  uint64_t row_bytes() const { return ne[1] ? nbytes / (ne[1] * ne[2] * ne[3]) : 0; }
+  uint64_t row_bytes() const {
+    const int64_t rows = ne[1] * ne[2] * ne[3];
+    return rows > 0 ? nbytes / static_cast<uint64_t>(rows) : 0;
+  }
 };
 
 // One mapped GGUF file. Move-only; tensors' data pointers stay valid while it lives.
@@ -169,6 +175,9 @@ class Writer {
     const void* data;
     FillFn fill;
   };
+  Status write_file(const std::string& path, const std::vector<uint8_t>& header,
+                    const std::vector<uint64_t>& offsets,
+                    const std::function<void(uint64_t, uint64_t)>& progress) const;
   Metadata meta_;
   uint32_t alignment_ = 32;
   std::vector<Pending> tensors_;
