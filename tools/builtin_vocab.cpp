@@ -88,8 +88,8 @@ std::map<std::string, int64_t> count_words(const std::string& text) {
 }
 
 // Byte-pair training on symbol ids. Pair choice: highest count, then lowest (left, right)
-// ids, so the result is fully deterministic. Pairs seen only once are not merged: they would
-// only memorise whole rare words.
+// ids, so the result is fully deterministic. Once frequent pairs run out, pairs seen once
+// still merge (whole rare words become tokens) until every word is a single token.
 class Trainer {
  public:
   explicit Trainer(const std::string& text) {
@@ -101,13 +101,13 @@ class Trainer {
     }
   }
 
-  // Learns merges until `want_tokens` distinct tokens exist or no pair occurs twice.
+  // Learns merges until `want_tokens` distinct tokens exist or no pair is left.
   void train(size_t want_tokens) {
     std::unordered_map<std::string, int32_t> ids;
     for (size_t k = 0; k < symbols_.size(); ++k) ids[symbols_[k]] = static_cast<int32_t>(k);
     while (symbols_.size() < want_tokens) {
       auto best = best_pair();
-      if (best.second < 2) break;
+      if (best.second < 1) break;
       const int32_t l = best.first.first, r = best.first.second;
       std::string joined = symbols_[l] + symbols_[r];
       merges_.push_back(symbols_[l] + " " + symbols_[r]);

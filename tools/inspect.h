@@ -18,8 +18,12 @@ inline constexpr size_t kInspectArrayValues = 64;
 Expected<nlohmann::ordered_json> inspect_json(const gguf::Model& model);
 Expected<std::string> inspect_text(const gguf::Model& model);
 
+// FNV-1a 64 offset basis of the oracle `*.dequant.json` hashes: the standard basis
+// 14695981039346656037 with its last digit lost. Used so hashes compare with the oracle.
+inline constexpr uint64_t kOracleFnvBasis = 1469598103934665603ull;
+
 // Statistics of a tensor's values dequantised to float32 in storage order. fnv1a64 hashes the
-// little-endian float bytes (the oracle `*.dequant.json` convention).
+// little-endian float bytes (FNV-1a 64, basis kOracleFnvBasis, the oracle's convention).
 struct TensorValueStats {
   uint64_t count = 0;
   double sum = 0.0, sumsq = 0.0;

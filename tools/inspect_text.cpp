@@ -24,6 +24,15 @@ std::string fmt(const char* f, ...) {
 std::string mb(uint64_t bytes) { return fmt("%.2f MB", static_cast<double>(bytes) / 1e6); }
 std::string millions(uint64_t n) { return fmt("%.3f M", static_cast<double>(n) / 1e6); }
 
+std::string in_quotes(const std::string& s) {
+  std::string q;
+  q.reserve(s.size() + 2);
+  q.push_back('"');
+  q.append(s);
+  q.push_back('"');
+  return q;
+}
+
 // One value on one line: strings quoted and cut, arrays as type[length] plus a few values.
 std::string value_text(const json& v) {
   const size_t kMax = 80;
@@ -31,9 +40,10 @@ std::string value_text(const json& v) {
     std::string s = "[";
     size_t shown = 0;
     for (const auto& e : v["values"]) {
-      std::string one = e.is_string() ? "\"" + e.get<std::string>() + "\"" : e.dump();
+      const std::string one = e.is_string() ? in_quotes(e.get<std::string>()) : e.dump();
       if (s.size() + one.size() > kMax) break;
-      s += (shown++ ? ", " : "") + one;
+      if (shown++) s += ", ";
+      s += one;
     }
     if (shown < v["length"].get<size_t>()) s += shown ? ", ..." : "...";
     return v["element_type"].get<std::string>() + "[" + v["length"].dump() + "] " + s + "]";
@@ -43,8 +53,8 @@ std::string value_text(const json& v) {
     std::string s = x.get<std::string>();
     for (char& c : s)
       if (c == '\n' || c == '\r' || c == '\t') c = ' ';
-    if (s.size() > kMax) s = s.substr(0, kMax) + "...";
-    return "\"" + s + "\"";
+    if (s.size() > kMax) s.replace(kMax, std::string::npos, "...");
+    return in_quotes(s);
   }
   return x.dump();
 }

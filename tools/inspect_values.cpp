@@ -33,7 +33,7 @@ Status for_each_row(const gguf::TensorInfo& t, Fn&& fn) {
 
 Expected<TensorValueStats> tensor_value_stats(const gguf::TensorInfo& t) {
   TensorValueStats st;
-  st.fnv1a64 = 0xCBF29CE484222325ull;
+  st.fnv1a64 = kOracleFnvBasis;
   bool first_finite = true;
   Status s = for_each_row(t, [&](const float* x, int64_t n) -> Status {
     for (int64_t i = 0; i < n; ++i) {
