@@ -16,14 +16,20 @@ bool is_unsigned_int(ValueType t) {
 }
 bool is_float(ValueType t) { return t == ValueType::F32 || t == ValueType::F64; }
 
-// Floats compare by bit pattern so NaN payloads and signed zeros round-trip as equal/unequal
-// exactly as they were written.
-bool same_bits(double a, double b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+// Floats compare by bit pattern of the stored width (an F32 value is the float it will be
+// written as), so NaNs and signed zeros round-trip exactly as they were written.
+bool same_bits(ValueType t, double a, double b) {
+  if (t == ValueType::F32) {
+    const float fa = static_cast<float>(a), fb = static_cast<float>(b);
+    return std::memcmp(&fa, &fb, sizeof fa) == 0;
+  }
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
 
-bool same_float_vectors(const std::vector<double>& a, const std::vector<double>& b) {
+bool same_float_vectors(ValueType t, const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return false;
   for (size_t k = 0; k < a.size(); ++k)
-    if (!same_bits(a[k], b[k])) return false;
+    if (!same_bits(t, a[k], b[k])) return false;
   return true;
 }
 
@@ -145,13 +151,13 @@ bool Value::operator==(const Value& o) const {
   if (type != o.type) return false;
   if (is_signed_int(type)) return i == o.i;
   if (is_unsigned_int(type) || type == ValueType::BOOL) return u == o.u;
-  if (is_float(type)) return same_bits(f, o.f);
+  if (is_float(type)) return same_bits(type, f, o.f);
   if (type == ValueType::STRING) return str == o.str;
   if (type != ValueType::ARRAY) return false;  // not a valid type id
   if (array_type != o.array_type) return false;
   if (array_type == ValueType::STRING) return arr_str == o.arr_str;
   if (is_signed_int(array_type)) return arr_i == o.arr_i;
-  if (is_float(array_type)) return same_float_vectors(arr_f, o.arr_f);
+  if (is_float(array_type)) return same_float_vectors(array_type, arr_f, o.arr_f);
   return arr_u == o.arr_u;
 }
 
