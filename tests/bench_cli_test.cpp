@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "codegen/isa.h"
+#include "codegen/kernel_desc.h"
+#include "codegen/registry.h"
 #include "tools/bench_cxx_loop.h"
 #include "tools/bench_gemv.h"
 #include "tools/roofline.h"
@@ -49,7 +52,7 @@ constexpr const char* kTiny = "--shapes 512x48 --threads 1,2 --min-time 0.002 --
 
 TEST(BenchCli, KernelsJsonHasRequiredFields) {
   RunResult r = run_cli(std::string("bench kernels --json --formats q4_K,q8_0,f32 --regimes dram,l2,l3 "
-                                    "--kernels cxx,onednn ") + kTiny);
+                                    "--kernels jit,cxx,onednn ") + kTiny);
   ASSERT_EQ(r.status, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_TRUE(j.is_array());
@@ -77,6 +80,27 @@ TEST(BenchCli, KernelsJsonHasRequiredFields) {
   for (const char* k : {"cxx_loop_q4k", "cxx_loop_q8_0", "cxx_loop_f32", "onednn_f32_m1", "onednn_s8_m1"})
     EXPECT_TRUE(kernels.count(k)) << k;
   EXPECT_EQ(regimes, (std::set<std::string>{"dram", "l2", "l3"}));
+  // The generated Q4_K kernel appears under its canonical name when the registry has one.
+  if (!implemented_levels(GgmlType::Q4_K).empty()) {
+    auto target = isa::resolve_target("");
+    ASSERT_TRUE(target);
+    const KernelDesc d = default_gemv_desc(GgmlType::Q4_K, 512, *target);
+    EXPECT_TRUE(kernels.count(canonical_name(d))) << canonical_name(d);
+  }
+}
+
+TEST(BenchCli, DumpWritesGeneratedKernels) {
+  const std::string dir = ::testing::TempDir() + "bench_dump";
+  RunResult r = run_cli("bench kernels --formats q4_K --kernels jit --regimes l2 --threads 1 --shapes 512x48 "
+                        "--min-time 0.001 --reps 1 --dram-mib 2 --dump " + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto target = isa::resolve_target("");
+  ASSERT_TRUE(target);
+  const std::string file = dir + "/" + instance_name(default_gemv_desc(GgmlType::Q4_K, 512, *target)) + ".bin";
+  std::ifstream f(file, std::ios::binary | std::ios::ate);
+  // The scalar reference has no machine code to write; every generated level has.
+  ASSERT_EQ(f.good(), target->level != isa::IsaLevel::kScalar) << file;
+  if (f.good()) EXPECT_GT(static_cast<int64_t>(f.tellg()), 16);
 }
 
 TEST(BenchCli, KernelsTableListsEveryKernel) {
