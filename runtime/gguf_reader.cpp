@@ -274,13 +274,14 @@ Expected<uint64_t> tensor_nbytes(int32_t type_id, const int64_t ne[4]) {
   for (int d = 0; d < 4; ++d)
     if (__builtin_mul_overflow(elems, ne[d], &elems))
       return Error{"element count overflows int64"};
-  uint64_t bytes = static_cast<uint64_t>(ne[0] / g->block_elems);
-  if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(g->block_bytes), &bytes))
-    return Error{"byte size overflows uint64"};
+  // The row size and the total size must both fit int64 so that callers can do signed
+  // size arithmetic on any accepted tensor (even an empty one with a huge ne0).
+  int64_t bytes = ne[0] / g->block_elems;
+  if (__builtin_mul_overflow(bytes, g->block_bytes, &bytes))
+    return Error{"row byte size overflows int64"};
   for (int d = 1; d < 4; ++d)
-    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(ne[d]), &bytes))
-      return Error{"byte size overflows uint64"};
-  return bytes;
+    if (__builtin_mul_overflow(bytes, ne[d], &bytes)) return Error{"byte size overflows int64"};
+  return static_cast<uint64_t>(bytes);
 }
 
 // Tensor data must be packed in info order, each tensor at the previous end rounded up to

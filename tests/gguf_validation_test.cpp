@@ -182,6 +182,11 @@ TEST(GgufValidation, Dimensions) {
   // 2^32 * 2^32 elements overflow int64.
   expect_rejected(one_tensor({1ll << 32, 1ll << 32}, kF32, 0, 32),
                   {"tensor 't'", "element count overflows int64"});
+  // An empty tensor whose row alone would need more than int64 bytes is still rejected.
+  expect_rejected(one_tensor({1ll << 61, 0}, kF32, 0, 32),
+                  {"tensor 't'", "row byte size overflows int64"});
+  expect_rejected(one_tensor({1ll << 31, 1ll << 31}, kF32, 0, 32),
+                  {"tensor 't'", "byte size overflows int64"});
   // Zero-sized dims are legal: an empty tensor.
   auto empty = parse(one_tensor({0, 3}, kF32, 0, 0));
   ASSERT_TRUE(empty.has_value()) << empty.error();
