@@ -111,11 +111,12 @@ TEST(BenchCli, KernelsTableListsEveryKernel) {
 }
 
 TEST(BenchCli, BandwidthJson) {
-  RunResult r = run_cli("bench bandwidth --json --threads 2 --buffer-mib 8 --reps 2");
+  RunResult r = run_cli("bench bandwidth --json --threads 2 --buffer-mib 8 --reps 2 --clock cpu");
   ASSERT_EQ(r.status, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.size(), 2u);
   for (int t = 0; t < 2; ++t) {
+    EXPECT_EQ(j[t]["clock"], "cpu");
     EXPECT_EQ(j[t]["threads"], t + 1);
     EXPECT_GT(j[t]["read_bw_gbps"].get<double>(), 0);
     EXPECT_LE(j[t]["min_gbps"].get<double>(), j[t]["read_bw_gbps"].get<double>());
@@ -130,7 +131,8 @@ TEST(BenchCli, BadFlagsExitOneWithOneLine) {
                            "bench kernels --shapes 7168y2048", "bench kernels --kernels mkl",
                            "bench kernels --min-time x", "bench kernels --isa sse9",
                            "bench kernels extra", "bench nonsense", "bench bandwidth --bogus",
-                           "bench bandwidth --threads -1", "bench bandwidth --buffer-mib 0"}) {
+                           "bench bandwidth --threads -1", "bench bandwidth --buffer-mib 0",
+                           "bench kernels --clock sun", "bench bandwidth --clock sun"}) {
     RunResult r = run_cli(args);
     EXPECT_EQ(r.status, 1) << args;
     EXPECT_TRUE(r.out.empty()) << args;

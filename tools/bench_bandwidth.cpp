@@ -15,6 +15,7 @@ int bench_bandwidth(int argc, char** argv, int first) {
       {"buffer-mib", "", true, "buffer size in MiB (default: 4x L3 and at least 1024)"},
       {"reps", "", true, "timed passes per thread count; the median is reported (default 7)"},
       {"isa", "", true, "cap the load instructions: avx512, avx2 or scalar"},
+      {"clock", "", true, "wall (default) or cpu: process CPU time / threads"},
       {"help", "h", false, "print this help"},
   };
   auto args = Args::parse(argc, argv, first, specs);
@@ -29,8 +30,10 @@ int bench_bandwidth(int argc, char** argv, int first) {
   auto mib = args->get_int("buffer-mib", dram_working_set_bytes(caches) >> 20, 1, int64_t{1} << 20);
   auto reps = args->get_int("reps", 7, 1, 1000);
   auto isa = choose_load_isa(args->get("isa"));
-  for (const Status& s : {threads.status(), mib.status(), reps.status(), isa.status()})
+  auto clock = parse_measure_clock(args->get("clock", "wall"));
+  for (const Status& s : {threads.status(), mib.status(), reps.status(), isa.status(), clock.status()})
     if (!s.is_ok()) return fail(s.message());
+  set_measure_clock(*clock);
   auto probe = BandwidthProbe::make(*mib << 20, *isa);
   if (!probe) return fail(probe.error());
 
@@ -47,7 +50,8 @@ int bench_bandwidth(int argc, char** argv, int first) {
     if (json) {
       out.push_back({{"threads", t}, {"read_bw_gbps", r.median_gbps}, {"min_gbps", r.min_gbps},
                      {"max_gbps", r.max_gbps}, {"buffer_bytes", r.buffer_bytes}, {"reps", r.reps},
-                     {"isa", load_isa_name(r.isa)}, {"l3_bytes", caches.l3}});
+                     {"isa", load_isa_name(r.isa)}, {"l3_bytes", caches.l3},
+                     {"clock", measure_clock_name()}});
     } else {
       std::printf("%8d %10.2f %10.2f %10.2f\n", t, r.median_gbps, r.min_gbps, r.max_gbps);
     }

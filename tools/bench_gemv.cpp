@@ -127,7 +127,7 @@ CaseResult measure_case(GemvRunner& runner, ThreadTeam& team, Regime regime, int
   // Cache regimes: warm the caches with a few calls inside time_calls' calibration batch.
   int64_t min_calls = regime == Regime::kDram ? copies : 4;
   if (runner.self_threaded()) team.unpin_caller();  // its pool must not inherit one CPU
-  TimingResult tr = time_calls(call, opt.min_time, opt.reps, min_calls);
+  TimingResult tr = time_calls(call, opt.min_time, opt.reps, min_calls, t);
   if (runner.self_threaded()) team.pin_caller();
   CaseResult r;
   r.kernel = runner.kernel();

@@ -1,6 +1,7 @@
 // `zenmoe bench kernels`: every GEMV kernel and baseline over model shapes in the DRAM and
 // cache-resident regimes, each figure next to the read bandwidth measured just before it.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -46,6 +47,7 @@ const std::vector<FlagSpec>& kernels_flags() {
       {"max-matrix-mib", "", true, "skip matrices larger than this (default 3072)"},
       {"dump", "", true, "write each generated kernel to DIR as a raw binary"},
       {"isa", "", true, "cap the ISA level (e.g. avx2, avx512)"},
+      {"clock", "", true, "wall (default) or cpu: process CPU time / threads, for an oversubscribed machine"},
       {"help", "h", false, "print this help"},
   };
   return specs;
@@ -108,6 +110,9 @@ Expected<KernelsConfig> parse_config(const Args& a) {
     if (c.dump_dir.empty() || (stat(c.dump_dir.c_str(), &st) != 0 && mkdir(c.dump_dir.c_str(), 0755) != 0))
       return Error{"--dump: cannot create directory '" + c.dump_dir + "'"};
   }
+  auto clock = parse_measure_clock(a.get("clock", "wall"));
+  if (!clock) return Error{"--clock: " + clock.error()};
+  set_measure_clock(*clock);
   c.json = a.has("json");
   return c;
 }
@@ -140,7 +145,7 @@ nlohmann::json to_json(const CaseResult& r, int64_t working_set) {
           {"bytes_per_call", r.bytes_per_call}, {"seconds_per_call", r.seconds},
           {"weight_gbps", r.weight_gbps}, {"read_bw_gbps", r.read_bw_gbps},
           {"fraction_of_read_bw", r.fraction_of_read_bw}, {"gflops", r.gflops}, {"reps", r.reps},
-          {"impl", r.impl}};
+          {"impl", r.impl}, {"clock", measure_clock_name()}};
 }
 
 void print_header() {
@@ -150,13 +155,13 @@ void print_header() {
   std::fflush(stdout);
 }
 
-void print_row(const CaseResult& r) {
-  std::printf("%-44s %-6s %-22s %6lld %6lld %-5s %3d %7lld %10.1f %8.2f %8.2f %5.1f%% %8.2f  %s\n",
+void print_row(const CaseResult& r, FILE* out) {
+  std::fprintf(out, "%-44s %-6s %-22s %6lld %6lld %-5s %3d %7lld %10.1f %8.2f %8.2f %5.1f%% %8.2f  %s\n",
               r.kernel.c_str(), r.format.c_str(), r.shape.c_str(), static_cast<long long>(r.cols),
               static_cast<long long>(r.rows), regime_name(r.regime), r.threads,
               static_cast<long long>(r.measured_rows), r.seconds * 1e6, r.weight_gbps, r.read_bw_gbps,
               100 * r.fraction_of_read_bw, r.gflops, r.impl.c_str());
-  std::fflush(stdout);
+  std::fflush(out);
 }
 
 // Measures one request over one shape in one regime for every thread count. Runners are
@@ -185,12 +190,13 @@ class CaseRunner {
         runner = std::move(*r);
         built = plan;
       }
-      measure(*runner, shape, regime, t, plan);
+      measure(*runner, req, shape, regime, t, plan);
     }
   }
 
  private:
-  void measure(GemvRunner& runner, const GemvShape& shape, Regime regime, int t, const CasePlan& plan) {
+  void measure(GemvRunner& runner, const RunnerRequest& req, const GemvShape& shape, Regime regime,
+               int t, const CasePlan& plan) {
     ThreadTeam team(t);
     // The DRAM figures are compared with a bandwidth measured right before them; cache
     // regimes reuse the latest figure for the same thread count.
@@ -199,8 +205,15 @@ class CaseRunner {
     r.shape = shape.name;
     r.rows = shape.rows;
     r.measured_rows = plan.rows;
-    if (cfg_.json) out_.push_back(to_json(r, runner.matrix_bytes() * plan.copies));
-    else print_row(r);
+    if (cfg_.json) {
+      nlohmann::json j = to_json(r, runner.matrix_bytes() * plan.copies);
+      // GGUF bytes of the same rows: packed layouts may stream a little more than the file holds.
+      j["format_bytes_per_call"] = approx_row_bytes(req, shape.cols) * plan.rows;
+      out_.push_back(std::move(j));
+      if (isatty(STDERR_FILENO)) print_row(r, stderr);  // progress for a person watching
+    } else {
+      print_row(r, stdout);
+    }
   }
 
   // One stderr line per (kernel family, format, reason): a format a family cannot run is

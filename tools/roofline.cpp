@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -276,9 +277,9 @@ BandwidthResult BandwidthProbe::measure(ThreadTeam& team, int reps) {
   std::vector<double> gbps;
   const double bytes = static_cast<double>(per * 4096) * t;
   for (int r = 0; r < std::max(1, reps); ++r) {
-    double t0 = now_seconds();
+    double t0 = measure_seconds(t);
     team.run(pass);
-    gbps.push_back(bytes / (now_seconds() - t0) / 1e9);
+    gbps.push_back(bytes / std::max(1e-9, measure_seconds(t) - t0) / 1e9);
   }
   volatile uint64_t keep = sink[0];
   (void)keep;
@@ -304,22 +305,44 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+namespace {
+std::atomic<MeasureClock> g_clock{MeasureClock::kWall};
+}  // namespace
+
+void set_measure_clock(MeasureClock c) { g_clock.store(c); }
+MeasureClock measure_clock() { return g_clock.load(); }
+const char* measure_clock_name() { return measure_clock() == MeasureClock::kCpu ? "cpu" : "wall"; }
+
+Expected<MeasureClock> parse_measure_clock(const std::string& s) {
+  if (s == "wall") return MeasureClock::kWall;
+  if (s == "cpu") return MeasureClock::kCpu;
+  return Error{"unknown clock '" + s + "' (expected wall or cpu)"};
+}
+
+double measure_seconds(int threads) {
+  if (measure_clock() == MeasureClock::kWall) return now_seconds();
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec)) / std::max(1, threads);
+}
+
 TimingResult time_calls(const std::function<void()>& fn, double min_time, int reps,
-                        int64_t min_calls_per_rep) {
+                        int64_t min_calls_per_rep, int threads) {
   reps = std::max(1, reps);
   min_calls_per_rep = std::max<int64_t>(1, min_calls_per_rep);
   // Calibrate with one untimed batch (also the warm-up).
-  double t0 = now_seconds();
+  double t0 = measure_seconds(threads);
   for (int64_t i = 0; i < min_calls_per_rep; ++i) fn();
-  double per_call = std::max(1e-9, (now_seconds() - t0) / static_cast<double>(min_calls_per_rep));
+  double per_call =
+      std::max(1e-9, (measure_seconds(threads) - t0) / static_cast<double>(min_calls_per_rep));
   int64_t calls = std::max<int64_t>(min_calls_per_rep,
                                     static_cast<int64_t>(min_time / reps / per_call));
   calls = (calls + min_calls_per_rep - 1) / min_calls_per_rep * min_calls_per_rep;
   std::vector<double> per;
   for (int r = 0; r < reps; ++r) {
-    double s = now_seconds();
+    double s = measure_seconds(threads);
     for (int64_t i = 0; i < calls; ++i) fn();
-    per.push_back((now_seconds() - s) / static_cast<double>(calls));
+    per.push_back(std::max(1e-12, measure_seconds(threads) - s) / static_cast<double>(calls));
   }
   TimingResult res;
   res.median_s = median(per);

@@ -138,6 +138,18 @@ class BandwidthProbe {
 // Monotonic seconds.
 double now_seconds();
 
+// The clock timed figures use. kWall: elapsed time. kCpu: this process's CPU time divided by
+// the number of threads working, i.e. the time the work would take if its threads were never
+// descheduled: on a machine oversubscribed by other jobs this isolates the kernel from the
+// scheduler (memory stalls still count, they happen on the CPU).
+enum class MeasureClock { kWall, kCpu };
+void set_measure_clock(MeasureClock c);
+MeasureClock measure_clock();
+const char* measure_clock_name();
+Expected<MeasureClock> parse_measure_clock(const std::string& s);
+// Seconds on the chosen clock for work running on `threads` threads (differences only).
+double measure_seconds(int threads);
+
 // Median of a non-empty list (mean of the two middle values for an even count).
 double median(std::vector<double> v);
 
@@ -152,7 +164,8 @@ struct TimingResult {
   int reps = 0;
 };
 // min_calls_per_rep lets the caller ask for whole passes over rotating buffers.
+// `threads`: how many threads one call keeps busy (for the CPU clock).
 TimingResult time_calls(const std::function<void()>& fn, double min_time, int reps,
-                        int64_t min_calls_per_rep);
+                        int64_t min_calls_per_rep, int threads = 1);
 
 }  // namespace zenmoe::tools
