@@ -1,0 +1,54 @@
+// The callable side of a generated kernel: its call record and the Kernel object the
+// registry hands out. No xbyak or LLVM types appear here, so the runtime may include it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "codegen/kernel_desc.h"
+
+namespace zenmoe {
+
+// One GEMV call. Field offsets are part of the generated code's ABI (static_asserts below).
+struct GemvCall {
+  const uint8_t* w = nullptr;  // packed weights (kernels/pack.h, layout for desc.weight and desc.row_block)
+  const void* x = nullptr;     // one activation row in desc.act format (e.g. BlockQ8_K[K/256])
+  float* y = nullptr;          // output row; only y[r0 .. r1) is read or written
+  int64_t r0 = 0, r1 = 0;      // rows to compute; any 0 <= r0 <= r1 <= packed rows
+  float alpha = 1.0f;          // kGemvAccumulate: y[r] += alpha * dot(row r, x)
+  uint32_t reserved = 0;
+};
+static_assert(offsetof(GemvCall, w) == 0 && offsetof(GemvCall, x) == 8 && offsetof(GemvCall, y) == 16 &&
+              offsetof(GemvCall, r0) == 24 && offsetof(GemvCall, r1) == 32 && offsetof(GemvCall, alpha) == 40);
+
+using GemvFn = void (*)(const GemvCall*);
+
+// Generated machine code (or the scalar reference for IsaLevel::kScalar).
+class KernelCode {
+ public:
+  virtual ~KernelCode() = default;
+  virtual void run(const GemvCall& c) const = 0;
+  virtual const uint8_t* code() const = 0;  // nullptr for the scalar reference
+  virtual size_t code_size() const = 0;
+};
+
+class Kernel {
+ public:
+  Kernel(const KernelDesc& d, std::unique_ptr<KernelCode> code)
+      : desc_(d), name_(instance_name(d)), code_(std::move(code)) {}
+  const KernelDesc& desc() const { return desc_; }
+  const std::string& name() const { return name_; }  // instance_name(desc)
+  // Runs rows [c.r0, c.r1). Thread safe: kernels keep no state between calls.
+  void operator()(const GemvCall& c) const { code_->run(c); }
+  const uint8_t* code() const { return code_->code(); }
+  size_t code_size() const { return code_->code_size(); }
+
+ private:
+  KernelDesc desc_;
+  std::string name_;
+  std::unique_ptr<KernelCode> code_;
+};
+
+}  // namespace zenmoe

@@ -1,0 +1,128 @@
+#include "codegen/kernel_desc.h"
+
+#include <cstring>
+
+namespace zenmoe {
+
+bool operator==(const KernelDesc& a, const KernelDesc& b) {
+  return std::memcmp(&a, &b, sizeof(KernelDesc)) == 0;
+}
+
+uint64_t desc_hash(const KernelDesc& d) {
+  unsigned char bytes[sizeof(KernelDesc)];
+  std::memcpy(bytes, &d, sizeof bytes);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char b : bytes) {
+    h ^= b;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+const char* format_short_name(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return "f32";
+    case GgmlType::F16: return "f16";
+    case GgmlType::BF16: return "bf16";
+    case GgmlType::Q4_0: return "q40";
+    case GgmlType::Q5_0: return "q50";
+    case GgmlType::Q8_0: return "q80";
+    case GgmlType::Q4_K: return "q4k";
+    case GgmlType::Q5_K: return "q5k";
+    case GgmlType::Q6_K: return "q6k";
+    case GgmlType::Q8_K: return "q8k";
+    default: return "unknown";
+  }
+}
+
+namespace {
+
+const char* op_name(KernelOp op) {
+  switch (op) {
+    case KernelOp::kGemv: return "gemv";
+    case KernelOp::kGemvAccumulate: return "gemvacc";
+  }
+  return "unknown";
+}
+
+const char* out_name(OutType o) { return o == OutType::kF32 ? "f32" : "unknown"; }
+
+// Activation format each weight format is dotted with on the CPU (spec §2.12).
+bool activation_for(GgmlType w, GgmlType* act) {
+  switch (w) {
+    case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: *act = GgmlType::Q8_K; return true;
+    case GgmlType::Q4_0: case GgmlType::Q8_0: *act = GgmlType::Q8_0; return true;
+    case GgmlType::F16: case GgmlType::BF16: case GgmlType::F32: *act = w; return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+std::string canonical_name(const KernelDesc& d) {
+  std::string s = op_name(d.op);
+  s += '_';
+  s += format_short_name(d.weight);
+  s += '_';
+  s += format_short_name(d.act);
+  s += '_';
+  s += out_name(d.out);
+  s += '_' + std::to_string(d.row_block) + "r__";
+  s += isa::level_name(d.isa);
+  s += '_';
+  s += isa::tuning_name(d.tuning);
+  return s;
+}
+
+std::string instance_name(const KernelDesc& d) {
+  std::string s = canonical_name(d);
+  s += "_k" + std::to_string(d.cols) + "_pf" + std::to_string(d.prefetch) + "_v" +
+       std::to_string(d.version);
+  if (d.reserved != 0) s += "_x" + std::to_string(d.reserved);
+  return s;
+}
+
+Status validate(const KernelDesc& d) {
+  const std::string name = canonical_name(d);
+  GgmlType act{};
+  if (!activation_for(d.weight, &act))
+    return Error{name + ": weight format " + type_name(d.weight) + " has no GEMV kernel"};
+  if (d.act != act)
+    return Error{name + ": weight format " + type_name(d.weight) + " is dotted with " +
+                 type_name(act) + " activations, not " + type_name(d.act)};
+  if (static_cast<int>(d.op) >= kKernelOpCount) return Error{name + ": unknown op"};
+  if (d.out != OutType::kF32) return Error{name + ": unknown output type"};
+  if (static_cast<int>(d.isa) >= isa::kIsaLevelCount) return Error{name + ": unknown ISA level"};
+  if (static_cast<int>(d.tuning) >= isa::kTuningCount) return Error{name + ": unknown tuning"};
+  const TypeGeometry* g = type_geometry(d.weight);
+  if (d.cols <= 0 || d.cols % g->block_elems != 0 || d.cols > (1 << 20))
+    return Error{name + ": K = " + std::to_string(d.cols) + " is not a positive multiple of " +
+                 std::to_string(g->block_elems) + " up to 2^20"};
+  if (d.row_block < 2 || d.row_block > 16 || d.row_block % 2 != 0)
+    return Error{name + ": row block " + std::to_string(d.row_block) + " is not even in 2..16"};
+  if (d.prefetch < 0 || d.prefetch > (1 << 16) || d.prefetch % 64 != 0)
+    return Error{name + ": prefetch distance " + std::to_string(d.prefetch) +
+                 " is not a multiple of 64 in 0..65536"};
+  if (d.version != kGeneratorVersion)
+    return Error{name + ": generator version " + std::to_string(d.version) + " is not " +
+                 std::to_string(kGeneratorVersion)};
+  if (d.reserved != 0) return Error{name + ": reserved field is not zero"};
+  return Status::ok();
+}
+
+KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, KernelOp op) {
+  KernelDesc d;
+  d.op = op;
+  d.weight = weight;
+  GgmlType act = weight;
+  activation_for(weight, &act);
+  d.act = act;
+  d.cols = cols;
+  d.isa = target.level;
+  d.tuning = target.tuning;
+  d.row_block = 8;
+  d.prefetch = target.level == isa::IsaLevel::kScalar ? 0 : isa::tuning_hints(target.tuning).prefetch_distance;
+  return d;
+}
+
+}  // namespace zenmoe

@@ -1,0 +1,72 @@
+// A kernel descriptor is the only input to code generation (design.md §3.1): a small,
+// trivially copyable struct whose every field is part of the cache key. Environment and
+// flags are folded in before a descriptor is made, never read by a generator.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "codegen/isa.h"
+#include "kernels/formats.h"
+#include "kernels/status.h"
+
+namespace zenmoe {
+
+enum class KernelOp : uint8_t {
+  kGemv = 0,             // y[r] = dot(W row r, x)                      for r in [r0, r1)
+  kGemvAccumulate = 1,   // y[r] += alpha * dot(W row r, x)  (MoE down projection)
+};
+inline constexpr int kKernelOpCount = 2;
+
+enum class OutType : uint8_t { kF32 = 0 };
+
+// Bumped whenever a generator changes the code it emits for the same descriptor, so cached
+// or dumped kernels of an older generator never alias a newer one.
+inline constexpr uint16_t kGeneratorVersion = 1;
+
+struct KernelDesc {
+  KernelOp op = KernelOp::kGemv;
+  OutType out = OutType::kF32;
+  isa::IsaLevel isa = isa::IsaLevel::kScalar;
+  isa::Tuning tuning = isa::Tuning::kGeneric;
+  GgmlType weight = GgmlType::Q4_K;   // weight format (packed by kernels/pack.h)
+  GgmlType act = GgmlType::Q8_K;      // activation format (spec §2.12 vec_dot_type)
+  int32_t cols = 0;                   // K, a multiple of the weight block
+  int32_t prefetch = 0;               // software prefetch distance in bytes, 0 = none
+  uint16_t row_block = 8;             // rows computed together (register blocking, packing)
+  uint16_t version = kGeneratorVersion;
+  uint32_t reserved = 0;              // keeps the struct free of padding; must be 0
+};
+static_assert(std::is_trivially_copyable_v<KernelDesc>);
+static_assert(std::has_unique_object_representations_v<KernelDesc>,
+              "KernelDesc must have no padding: its bytes are the cache key");
+static_assert(sizeof(KernelDesc) == 28);
+
+bool operator==(const KernelDesc& a, const KernelDesc& b);
+inline bool operator!=(const KernelDesc& a, const KernelDesc& b) { return !(a == b); }
+
+// FNV-1a over every byte of the descriptor.
+uint64_t desc_hash(const KernelDesc& d);
+struct KernelDescHash {
+  size_t operator()(const KernelDesc& d) const { return static_cast<size_t>(desc_hash(d)); }
+};
+
+// XNNPACK-style canonical name, e.g. "gemv_q4k_q8k_f32_8r__avx512vnni_zen5".
+std::string canonical_name(const KernelDesc& d);
+// The canonical name plus the fields it leaves out (K, prefetch, version): unique per
+// descriptor, used for dump files and logs, e.g. "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf512_v1".
+std::string instance_name(const KernelDesc& d);
+// Short name of a format inside kernel names: "q4k", "q8k", "q80", "f16", "bf16", ...
+const char* format_short_name(GgmlType t);
+
+// Checks everything a generator relies on (supported format pair, K a multiple of the
+// block, row block legal for the format, reserved zero). Does not check the host ISA.
+Status validate(const KernelDesc& d);
+
+// The descriptor zenmoe uses for a GEMV of this weight format and K on `target`: the
+// activation format from spec §2.12, row block and prefetch distance from the tuning.
+KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target,
+                             KernelOp op = KernelOp::kGemv);
+
+}  // namespace zenmoe

@@ -1,0 +1,41 @@
+#include "codegen/x64/generators.h"
+
+#include <xbyak/xbyak.h>
+
+#include <string>
+
+namespace zenmoe::x64 {
+
+Expected<std::unique_ptr<KernelCode>> generate_gemv_q4k_avx512(const KernelDesc& d);
+Expected<std::unique_ptr<KernelCode>> generate_gemv_q4k_avx2(const KernelDesc& d);
+
+namespace {
+
+Expected<std::unique_ptr<KernelCode>> dispatch(const KernelDesc& d) {
+  const bool avx512 = d.isa >= isa::IsaLevel::kAvx512;
+  if (d.weight == GgmlType::Q4_K && avx512) return generate_gemv_q4k_avx512(d);
+  if (d.weight == GgmlType::Q4_K && d.isa == isa::IsaLevel::kAvx2) return generate_gemv_q4k_avx2(d);
+  return Error{canonical_name(d) + ": no xbyak generator for this format and ISA level"};
+}
+
+}  // namespace
+
+std::vector<isa::IsaLevel> generated_levels(GgmlType weight) {
+  using isa::IsaLevel;
+  if (weight == GgmlType::Q4_K) return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
+  return {};
+}
+
+Expected<std::unique_ptr<KernelCode>> generate_gemv(const KernelDesc& d) {
+  // xbyak reports encoding problems (code buffer too small, bad operand) by exception;
+  // none may escape the library.
+  try {
+    return dispatch(d);
+  } catch (const Xbyak::Error& e) {
+    return Error{instance_name(d) + ": code generation failed: " + e.what()};
+  } catch (const std::exception& e) {
+    return Error{instance_name(d) + ": code generation failed: " + e.what()};
+  }
+}
+
+}  // namespace zenmoe::x64

@@ -1,0 +1,95 @@
+#include "codegen/x64/jit_base.h"
+
+namespace zenmoe::x64 {
+
+using namespace Xbyak;
+
+Status JitKernelBase::seal() {
+  if (!setProtectModeRE(false)) return Error{"cannot make generated code executable (mprotect failed)"};
+  fn_ = getCode<GemvFn>();
+  return Status::ok();
+}
+
+void JitKernelBase::enter_frame(int64_t frame_bytes) {
+  push(rbp);
+  push(rbx);
+  push(r12);
+  push(r13);
+  push(r14);
+  push(r15);
+  mov(rbp, rsp);
+  // Touch each page while descending so large frames never skip the guard page.
+  for (int64_t done = 0; done + 4096 < frame_bytes; done += 4096) {
+    sub(rsp, 4096);
+    or_(qword[rsp], 0);
+  }
+  mov(rsp, rbp);
+  sub(rsp, static_cast<uint32_t>(frame_bytes));
+  and_(rsp, -64);
+}
+
+void JitKernelBase::leave_frame() {
+  mov(rsp, rbp);
+  pop(r15);
+  pop(r14);
+  pop(r13);
+  pop(r12);
+  pop(rbx);
+  pop(rbp);
+  vzeroupper();
+  ret();
+}
+
+void JitKernelBase::group_bounds(const Reg64& args, int row_block, const Reg64& group,
+                                 const Reg64& group_end) {
+  // rdx:rax division by the row block (at most once per call).
+  mov(rax, qword[args + kArgR0]);
+  xor_(edx, edx);
+  mov(ecx, row_block);
+  div(rcx);
+  mov(group, rax);
+  mov(rax, qword[args + kArgR1]);
+  add(rax, row_block - 1);
+  xor_(edx, edx);
+  div(rcx);
+  mov(group_end, rax);
+}
+
+void JitKernelBase::write_rows(const Reg64& args, const Reg64& group, int row_block,
+                               const Address& tmp_base, bool accumulate) {
+  Label loop, done;
+  // rax = first row of the group, rcx = first index to write, rdx = end index.
+  mov(rax, group);
+  imul(rax, rax, row_block);
+  mov(rcx, qword[args + kArgR0]);
+  sub(rcx, rax);
+  xor_(r11d, r11d);
+  cmp(rcx, 0);
+  cmovl(rcx, r11);
+  mov(rdx, qword[args + kArgR1]);
+  sub(rdx, rax);
+  mov(r11d, row_block);
+  cmp(rdx, r11);
+  cmovg(rdx, r11);
+  mov(r11, qword[args + kArgY]);
+  lea(r11, ptr[r11 + rax * 4]);
+  lea(rax, tmp_base);
+  if (accumulate) vmovss(xmm2, dword[args + kArgAlpha]);
+  cmp(rcx, rdx);
+  jge(done, T_NEAR);
+  L(loop);
+  vmovss(xmm0, dword[rax + rcx * 4]);
+  if (accumulate) {
+    vmovss(xmm1, dword[r11 + rcx * 4]);
+    vfmadd231ss(xmm1, xmm0, xmm2);
+    vmovss(dword[r11 + rcx * 4], xmm1);
+  } else {
+    vmovss(dword[r11 + rcx * 4], xmm0);
+  }
+  inc(rcx);
+  cmp(rcx, rdx);
+  jl(loop);
+  L(done);
+}
+
+}  // namespace zenmoe::x64

@@ -1,0 +1,45 @@
+// Shared pieces of the xbyak GEMV generators: write-xor-execute code buffer, stack frame,
+// row-group bounds and the write-back of a group's outputs into y[r0 .. r1).
+#pragma once
+
+#include <xbyak/xbyak.h>
+
+#include <cstdint>
+
+#include "codegen/kernel.h"
+#include "kernels/status.h"
+
+namespace zenmoe::x64 {
+
+// Machine code generated into a buffer that is writable while generating and only
+// readable + executable afterwards (never both writable and executable).
+class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
+ public:
+  explicit JitKernelBase(size_t max_bytes) : Xbyak::CodeGenerator(max_bytes, Xbyak::DontSetProtectRWE) {}
+  // Flips the buffer to read + execute. Call once, after the last instruction.
+  Status seal();
+  void run(const GemvCall& c) const override { fn_(&c); }
+  const uint8_t* code() const override { return getCode(); }
+  size_t code_size() const override { return getSize(); }
+
+ protected:
+  // Offsets of GemvCall fields (kernel.h pins them with static_asserts).
+  static constexpr int kArgW = 0, kArgX = 8, kArgY = 16, kArgR0 = 24, kArgR1 = 32, kArgAlpha = 40;
+
+  // Pushes the callee-saved registers, points rbp at them and reserves `frame_bytes` of
+  // 64-byte aligned stack at rsp, touching every page on the way down.
+  void enter_frame(int64_t frame_bytes);
+  void leave_frame();
+  // group = r0 / R and group_end = ceil(r1 / R), from the call record in `args`.
+  void group_bounds(const Xbyak::Reg64& args, int row_block, const Xbyak::Reg64& group,
+                    const Xbyak::Reg64& group_end);
+  // Copies tmp[i] (floats at `tmp`) to y[group*R + i] for the rows of this group inside
+  // [r0, r1); with `accumulate`, y += alpha * tmp. Clobbers rax, rcx, rdx, r11, xmm0, xmm1, xmm2.
+  void write_rows(const Xbyak::Reg64& args, const Xbyak::Reg64& group, int row_block,
+                  const Xbyak::Address& tmp_base, bool accumulate);
+
+ private:
+  GemvFn fn_ = nullptr;
+};
+
+}  // namespace zenmoe::x64

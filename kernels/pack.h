@@ -1,0 +1,68 @@
+// The one weight packer: repacks GGUF rows once into the layout the GEMV kernels stream,
+// and a scalar reference that computes the GEMV from that packed layout. Used by the
+// runtime, the tests and the benchmarks alike.
+//
+// Rows are grouped by `row_block` (R, even). A group's bytes are contiguous and 64-byte
+// aligned; rows beyond `rows` in the last group are zero. Within a group, per K-quant
+// super-block b (S = K/256 of them), three regions are streamed side by side:
+//
+// Q4_K (R rows, group stride = round_up(S*R*148, 64)):
+//   codes  at 0:          [S][R/2 pairs][4 chunks][64 bytes]. In chunk c of pair (A, B),
+//                         the 32-bit lane l = 2s + h (h = 0 row A, 1 row B; sub-block
+//                         s = 0..7) holds in byte t (0..3) the code of weight 32s+4c+t in
+//                         its low nibble and of weight 32s+4(c+4)+t in its high nibble.
+//                         Every lane keeps one (row, sub-block) in every chunk, so one
+//                         scale vector serves all of a super-block's dot products.
+//   scales at S*R*128:    [S][R/2][32 bytes]: sc[2s+h] then m[2s+h] (the 6-bit values of
+//                         spec §2.5 expanded to bytes, interleaved like the lanes)
+//   d      at S*R*144:    [S][2][R] f16: d of the R rows, then dmin of the R rows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/formats.h"
+#include "kernels/status.h"
+
+namespace zenmoe {
+
+struct PackLayout {
+  GgmlType format = GgmlType::Q4_K;
+  int32_t row_block = 8;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t groups = 0;        // ceil(rows / row_block)
+  int64_t group_stride = 0;  // bytes between consecutive row groups (multiple of 64)
+  int64_t total_bytes = 0;   // groups * group_stride
+};
+
+// Whether the packer handles this format, and the layout it would produce.
+bool pack_supported(GgmlType format);
+Expected<PackLayout> pack_layout(GgmlType format, int32_t row_block, int64_t rows, int64_t cols);
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const;
+};
+
+struct PackedWeights {
+  PackLayout layout;
+  std::unique_ptr<uint8_t[], AlignedFree> data;  // 64-byte aligned, layout.total_bytes
+  const uint8_t* group(int64_t g) const { return data.get() + g * layout.group_stride; }
+};
+
+// Packs `rows` rows of `cols` elements in GGUF layout (`src`, `src_bytes` long) into `dst`
+// (layout.total_bytes, 64-byte aligned). Errors name the problem; nothing is read past src_bytes.
+Status pack_into(const PackLayout& layout, const void* src, size_t src_bytes, uint8_t* dst);
+Expected<PackedWeights> pack_weights(GgmlType format, int32_t row_block, const void* src,
+                                     size_t src_bytes, int64_t rows, int64_t cols);
+
+// Scalar reference of the packed layout: for r in [r0, r1),
+//   y[r] = dot(row r, x)                 (accumulate == false)
+//   y[r] += alpha * dot(row r, x)        (accumulate == true)
+// x is one activation row in the format's vec_dot_type (spec §2.12). Integer parts are
+// computed exactly as the reference vec_dot; only float summation order may differ.
+Status gemv_packed_ref(const PackLayout& layout, const uint8_t* packed, const void* x, float* y,
+                       int64_t r0, int64_t r1, bool accumulate = false, float alpha = 1.0f);
+
+}  // namespace zenmoe

@@ -1,0 +1,258 @@
+// Fluent GEMV kernel tester (XNNPACK's GemmMicrokernelTester style):
+//   GemvTester().rows(3).cols(2048).format(GgmlType::Q4_K).isa(IsaLevel::kAvx512Vnni).Test();
+// Makes GGUF weight rows and an activation row, packs with the production packer, runs the
+// registry's kernel over [0, rows) (and once more split at an awkward row), and checks every
+// output against the reference vec_dot of kernels/ref within a bound derived from spec §2.12,
+// bit-identical repeat runs, untouched guard elements around y, and the packed-layout
+// reference of kernels/pack.h.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "codegen/registry.h"
+#include "kernels/formats.h"
+#include "kernels/pack.h"
+#include "kernels/ref/fp16.h"
+#include "kernels/ref/quant.h"
+
+namespace zenmoe::testing {
+
+enum class Data {
+  kRandom,       // random codes, scales, mins; activations quantised from random floats
+  kZeroScales,   // every d = dmin = 0 (and some zero activation blocks)
+  kExtreme,      // largest codes, scales 63, d and dmin at f16 extremes, activations ±127
+  kAdversarial,  // alternating-sign activations against maximal codes: heavy cancellation
+  kExact,        // small scales and power-of-two d: every order of float sums is exact
+};
+
+class GemvTester {
+ public:
+  GemvTester& rows(int64_t v) { rows_ = v; return *this; }
+  GemvTester& cols(int64_t v) { cols_ = v; return *this; }
+  GemvTester& format(GgmlType v) { format_ = v; return *this; }
+  GemvTester& isa(isa::IsaLevel v) { isa_ = v; return *this; }
+  GemvTester& tuning(isa::Tuning v) { tuning_ = v; return *this; }
+  GemvTester& row_block(int v) { row_block_ = v; return *this; }
+  GemvTester& data(Data v) { data_ = v; return *this; }
+  GemvTester& accumulate(bool v) { accumulate_ = v; return *this; }
+  GemvTester& y_offset(int v) { y_offset_ = v; return *this; }  // floats: misaligns y
+  GemvTester& prefetch(int v) { prefetch_ = v; return *this; }
+  GemvTester& seed(uint32_t v) { seed_ = v; return *this; }
+
+  KernelDesc desc() const {
+    KernelDesc d = default_gemv_desc(format_, static_cast<int32_t>(cols_), {isa_, tuning_},
+                                     accumulate_ ? KernelOp::kGemvAccumulate : KernelOp::kGemv);
+    d.row_block = static_cast<uint16_t>(row_block_);
+    if (prefetch_ >= 0) d.prefetch = prefetch_;
+    return d;
+  }
+
+  void Test() const;
+
+ private:
+  void make_weights(std::mt19937& rng, std::vector<uint8_t>* w) const;
+  void make_activations(std::mt19937& rng, std::vector<uint8_t>* x) const;
+  double error_bound(const uint8_t* wrow, const uint8_t* x) const;
+
+  int64_t rows_ = 1, cols_ = 256;
+  GgmlType format_ = GgmlType::Q4_K;
+  isa::IsaLevel isa_ = isa::IsaLevel::kScalar;
+  isa::Tuning tuning_ = isa::Tuning::kGeneric;
+  int row_block_ = 8;
+  Data data_ = Data::kRandom;
+  bool accumulate_ = false;
+  int y_offset_ = 0;
+  int prefetch_ = -1;
+  uint32_t seed_ = 1;
+};
+
+// ---- implementation (header-only: tests are the only users) ----------------------------
+
+namespace detail {
+
+inline void q4k_scale_min(const uint8_t* s, int j, int* sc, int* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+inline int q4k_code(const BlockQ4_K& b, int i) {
+  const uint8_t byte = b.qs[32 * (i / 64) + i % 32];
+  return (i % 64) < 32 ? (byte & 0x0F) : (byte >> 4);
+}
+
+inline uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+}  // namespace detail
+
+inline void GemvTester::make_weights(std::mt19937& rng, std::vector<uint8_t>* w) const {
+  const int64_t nb = rows_ * cols_ / kQK_K;
+  w->assign(static_cast<size_t>(nb) * sizeof(BlockQ4_K), 0);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.0005f, 0.05f);
+  for (int64_t i = 0; i < nb; ++i) {
+    BlockQ4_K b{};
+    for (auto& q : b.qs) q = static_cast<uint8_t>(byte(rng));
+    for (auto& s : b.scales) s = static_cast<uint8_t>(byte(rng));
+    b.d = ref::fp32_to_fp16(scale(rng));
+    b.dmin = ref::fp32_to_fp16(scale(rng));
+    switch (data_) {
+      case Data::kRandom: break;
+      case Data::kZeroScales: b.d = 0; b.dmin = 0; break;
+      case Data::kExtreme:
+        for (auto& q : b.qs) q = 0xFF;
+        for (auto& s : b.scales) s = 0xFF;
+        // Alternate the largest normal f16 with the smallest subnormal.
+        b.d = (i % 2) ? 0x7BFF : 0x0001;
+        b.dmin = (i % 3) ? 0x0001 : 0x7BFF;
+        break;
+      case Data::kAdversarial:
+        for (auto& q : b.qs) q = 0xFF;
+        b.dmin = 0;
+        break;
+      case Data::kExact:
+        for (int k = 0; k < 12; ++k) b.scales[k] &= (k < 8 ? 0x03 : 0x33);
+        b.d = 0x3C00;     // 1.0
+        b.dmin = 0x3800;  // 0.5
+        break;
+    }
+    std::memcpy(w->data() + i * sizeof(BlockQ4_K), &b, sizeof b);
+  }
+}
+
+inline void GemvTester::make_activations(std::mt19937& rng, std::vector<uint8_t>* x) const {
+  const int64_t nb = cols_ / kQK_K;
+  x->assign(static_cast<size_t>(nb) * sizeof(BlockQ8_K), 0);
+  std::vector<float> f(static_cast<size_t>(cols_));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t i = 0; i < cols_; ++i) {
+    float v = u(rng);
+    if (data_ == Data::kExtreme) v = (i % 2 ? 1.0f : -1.0f) * 1e4f;
+    if (data_ == Data::kAdversarial) v = (i % 2 ? 1.0f : -1.0f) * (1.0f + 1e-3f * float(i % 7));
+    if (data_ == Data::kZeroScales && (i / kQK_K) % 2 == 1) v = 0.0f;  // d_y = 0 blocks
+    f[static_cast<size_t>(i)] = v;
+  }
+  ref::quantize_row(GgmlType::Q8_K, f.data(), x->data(), cols_);
+  if (data_ != Data::kExact) return;
+  // Exact: a power-of-two d_y keeps every partial sum representable.
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ8_K blk;
+    std::memcpy(&blk, x->data() + b * sizeof(BlockQ8_K), sizeof blk);
+    blk.d = 1.0f / 128.0f;
+    std::memcpy(x->data() + b * sizeof(BlockQ8_K), &blk, sizeof blk);
+  }
+}
+
+// Spec §2.12: the kernel and the reference compute the same integers per super-block and
+// differ only in how the float terms d_y*(d*sumi_s) and d_y*(dmin*sumi_min) are summed.
+// Each float term passes through at most (super-blocks + 8 lane folds + 3) roundings on
+// either side, so |kernel - ref| <= 2 * (S + 11) * 2^-24 * T with T the sum of the absolute
+// values of every lane term (sub-block sums taken with |q|*|x8|). A small margin covers the
+// two extra roundings of d*d_y.
+inline double GemvTester::error_bound(const uint8_t* wrow, const uint8_t* x) const {
+  const int64_t nb = cols_ / kQK_K;
+  double T = 0.0;
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ4_K w;
+    BlockQ8_K a;
+    std::memcpy(&w, wrow + b * sizeof w, sizeof w);
+    std::memcpy(&a, x + b * sizeof a, sizeof a);
+    double ts = 0.0, tm = 0.0;
+    for (int s = 0; s < 8; ++s) {
+      int sc, m;
+      detail::q4k_scale_min(w.scales, s, &sc, &m);
+      double qs = 0.0, xs = 0.0;
+      for (int i = 32 * s; i < 32 * s + 32; ++i) {
+        qs += std::abs(detail::q4k_code(w, i) * a.qs[i]);
+        xs += std::abs(a.qs[i]);
+      }
+      ts += sc * qs;
+      tm += m * xs;
+    }
+    T += std::abs(double(a.d)) * (std::abs(double(ref::fp16_to_fp32(w.d))) * ts +
+                                  std::abs(double(ref::fp16_to_fp32(w.dmin))) * tm);
+  }
+  return 2.0 * double(nb + 14) * std::ldexp(1.0, -24) * T;
+}
+
+inline void GemvTester::Test() const {
+  std::mt19937 rng(seed_ * 7919u + static_cast<uint32_t>(rows_ * 31 + cols_));
+  std::vector<uint8_t> w, x;
+  make_weights(rng, &w);
+  make_activations(rng, &x);
+  const KernelDesc d = desc();
+  SCOPED_TRACE(instance_name(d) + " rows " + std::to_string(rows_));
+  Expected<std::shared_ptr<const Kernel>> k = global_registry().get(d);
+  ASSERT_TRUE(k.has_value()) << k.error();
+  Expected<PackedWeights> packed = pack_weights(format_, row_block_, w.data(), w.size(), rows_, cols_);
+  ASSERT_TRUE(packed.has_value()) << packed.error();
+
+  // y with guard elements on both sides; y_offset_ misaligns it.
+  constexpr int kGuard = 16;
+  const float alpha = 0.75f;
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  std::vector<float> y0(static_cast<size_t>(rows_));
+  for (auto& v : y0) v = accumulate_ ? u(rng) : 0.0f;
+  auto run = [&](std::vector<int64_t> cuts) {
+    std::vector<float> buf(static_cast<size_t>(rows_ + 2 * kGuard + y_offset_), -12345.678f);
+    float* y = buf.data() + kGuard + y_offset_;
+    std::copy(y0.begin(), y0.end(), y);
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      GemvCall c;
+      c.w = packed->data.get();
+      c.x = x.data();
+      c.y = y;
+      c.r0 = cuts[i];
+      c.r1 = cuts[i + 1];
+      c.alpha = alpha;
+      (**k)(c);
+    }
+    return buf;
+  };
+  const std::vector<float> once = run({0, rows_});
+  const std::vector<float> again = run({0, rows_});
+  const int64_t mid = rows_ / 2 + 1 < rows_ ? rows_ / 2 + 1 : rows_;
+  const std::vector<float> split = run({0, 0, mid, rows_});
+  const float* y = once.data() + kGuard + y_offset_;
+  for (size_t i = 0; i < once.size(); ++i) {
+    ASSERT_EQ(detail::bits(once[i]), detail::bits(again[i])) << "repeat run differs at " << i;
+    ASSERT_EQ(detail::bits(once[i]), detail::bits(split[i])) << "split row range differs at " << i;
+  }
+  for (int i = 0; i < kGuard + y_offset_; ++i) ASSERT_EQ(once[static_cast<size_t>(i)], -12345.678f) << "guard before y";
+  for (int i = 0; i < kGuard; ++i) ASSERT_EQ(y[rows_ + i], -12345.678f) << "guard after y";
+
+  std::vector<float> yp(y0);
+  ASSERT_TRUE(gemv_packed_ref(packed->layout, packed->data.get(), x.data(), yp.data(), 0, rows_,
+                              accumulate_, alpha).is_ok());
+  const int64_t rb = row_bytes(format_, cols_);
+  for (int64_t r = 0; r < rows_; ++r) {
+    const uint8_t* wrow = w.data() + r * rb;
+    const float dot = ref::vec_dot_row(format_, wrow, x.data(), cols_);
+    const float want = accumulate_ ? y0[r] + alpha * dot : dot;
+    double bound = error_bound(wrow, x.data()) * (accumulate_ ? alpha : 1.0f);
+    if (accumulate_) bound += std::ldexp(std::abs(double(y0[r])) + std::abs(double(alpha * dot)), -22);
+    if (data_ == Data::kExact) {
+      ASSERT_EQ(detail::bits(y[r]), detail::bits(want)) << "row " << r << ": " << y[r] << " vs ref " << want;
+      ASSERT_EQ(detail::bits(yp[r]), detail::bits(want)) << "packed ref row " << r;
+    } else {
+      ASSERT_LE(std::abs(double(y[r]) - double(want)), bound) << "row " << r << ": " << y[r] << " vs ref " << want;
+      ASSERT_LE(std::abs(double(yp[r]) - double(want)), bound) << "packed ref row " << r;
+    }
+  }
+}
+
+}  // namespace zenmoe::testing

@@ -1,0 +1,230 @@
+// ISA model, kernel descriptors (hash, names, validation) and the kernel registry.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "codegen/isa.h"
+#include "codegen/kernel_desc.h"
+#include "codegen/registry.h"
+
+namespace zenmoe {
+namespace {
+
+using isa::IsaLevel;
+using isa::Tuning;
+
+TEST(JitIsa, LevelsAreOrderedAndNamed) {
+  for (int i = 0; i < isa::kIsaLevelCount; ++i) {
+    const auto l = static_cast<IsaLevel>(i);
+    Expected<IsaLevel> back = isa::parse_level(isa::level_name(l));
+    ASSERT_TRUE(back.has_value());
+    EXPECT_EQ(*back, l);
+  }
+  EXPECT_FALSE(isa::parse_level("avx9000").has_value());
+  EXPECT_NE(isa::parse_level("sse").error().find("avx512vnni"), std::string::npos);
+  EXPECT_TRUE(isa::host_supports(IsaLevel::kScalar));
+  // host_levels() is a prefix of the ordered levels ending at host_level().
+  const auto levels = isa::host_levels();
+  ASSERT_FALSE(levels.empty());
+  for (size_t i = 0; i < levels.size(); ++i) EXPECT_EQ(static_cast<int>(levels[i]), static_cast<int>(i));
+  EXPECT_EQ(levels.back(), isa::host_level());
+}
+
+TEST(JitIsa, HostFeaturesAreConsistent) {
+  const isa::CpuFeatures& f = isa::host_features();
+  if (isa::host_supports(IsaLevel::kAvx512Vnni)) {
+    EXPECT_TRUE(f.avx512vnni && f.os_zmm);
+  }
+  if (isa::host_supports(IsaLevel::kAvx512Bf16)) {
+    EXPECT_TRUE(f.avx512bf16);
+  }
+  if (!f.avx512bf16) {
+    EXPECT_LT(static_cast<int>(isa::host_level()), static_cast<int>(IsaLevel::kAvx512Bf16));
+  }
+  EXPECT_FALSE(isa::describe_host().empty());
+}
+
+TEST(JitIsa, ZenGenerationFromFamily) {
+  isa::CpuFeatures f;
+  std::strcpy(f.vendor, "AuthenticAMD");
+  f.family = 0x1A;
+  EXPECT_EQ(isa::tuning_for(f), Tuning::kZen5);
+  f.family = 0x19;
+  f.avx512f = true;
+  EXPECT_EQ(isa::tuning_for(f), Tuning::kZen4);
+  f.avx512f = false;  // Zen 3
+  EXPECT_EQ(isa::tuning_for(f), Tuning::kGeneric);
+  std::strcpy(f.vendor, "GenuineIntel");
+  f.family = 6;
+  EXPECT_EQ(isa::tuning_for(f), Tuning::kGeneric);
+  EXPECT_TRUE(isa::tuning_hints(Tuning::kZen5).full_width_512);
+  EXPECT_FALSE(isa::tuning_hints(Tuning::kZen4).full_width_512);
+}
+
+TEST(JitIsa, UserCapFromFlagAndEnvironment) {
+  Expected<isa::Target> t = isa::resolve_target("scalar");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->level, IsaLevel::kScalar);
+  // A cap above the host never raises the level.
+  t = isa::resolve_target("avx512bf16");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->level, isa::host_level());
+  EXPECT_FALSE(isa::resolve_target("bogus").has_value());
+
+  ::setenv("ZENMOE_ISA", "scalar", 1);
+  t = isa::resolve_target("");
+  ASSERT_TRUE(t.has_value());
+  EXPECT_EQ(t->level, IsaLevel::kScalar);
+  // The flag wins over the environment.
+  t = isa::resolve_target(isa::level_name(isa::host_level()));
+  EXPECT_EQ(t->level, isa::host_level());
+  ::setenv("ZENMOE_ISA", "nonsense", 1);
+  t = isa::resolve_target("");
+  ASSERT_FALSE(t.has_value());
+  EXPECT_NE(t.error().find("ZENMOE_ISA"), std::string::npos);
+  ::unsetenv("ZENMOE_ISA");
+  t = isa::resolve_target("");
+  EXPECT_EQ(t->level, isa::host_level());
+}
+
+KernelDesc base_desc() {
+  return default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen5});
+}
+
+TEST(JitDesc, CanonicalName) {
+  EXPECT_EQ(canonical_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5");
+  EXPECT_EQ(instance_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf4096_v1");
+  KernelDesc d = base_desc();
+  d.op = KernelOp::kGemvAccumulate;
+  d.row_block = 4;
+  d.isa = IsaLevel::kAvx2;
+  d.tuning = Tuning::kZen4;
+  EXPECT_EQ(canonical_name(d), "gemvacc_q4k_q8k_f32_4r__avx2_zen4");
+}
+
+// Changing any single field must change the key (hash and equality).
+TEST(JitDesc, EveryFieldChangesTheKey) {
+  const KernelDesc b = base_desc();
+  std::vector<KernelDesc> variants;
+  auto vary = [&](auto mutate) {
+    KernelDesc d = b;
+    mutate(d);
+    variants.push_back(d);
+  };
+  vary([](KernelDesc& d) { d.op = KernelOp::kGemvAccumulate; });
+  vary([](KernelDesc& d) { d.out = static_cast<OutType>(1); });
+  vary([](KernelDesc& d) { d.isa = IsaLevel::kAvx512; });
+  vary([](KernelDesc& d) { d.tuning = Tuning::kZen4; });
+  vary([](KernelDesc& d) { d.weight = GgmlType::Q5_K; });
+  vary([](KernelDesc& d) { d.act = GgmlType::Q8_0; });
+  vary([](KernelDesc& d) { d.cols = 7168 + 256; });
+  vary([](KernelDesc& d) { d.prefetch = 512; });
+  vary([](KernelDesc& d) { d.row_block = 4; });
+  vary([](KernelDesc& d) { d.version = kGeneratorVersion + 1; });
+  vary([](KernelDesc& d) { d.reserved = 1; });
+  // Every byte of the struct belongs to a field above (no padding is asserted in the header);
+  // check the list covers them all by flipping each byte too.
+  for (size_t i = 0; i < sizeof(KernelDesc); ++i) {
+    KernelDesc d = b;
+    unsigned char raw[sizeof(KernelDesc)];
+    std::memcpy(raw, &d, sizeof raw);
+    raw[i] ^= 0x01;
+    std::memcpy(&d, raw, sizeof raw);
+    variants.push_back(d);
+  }
+  std::set<uint64_t> hashes = {desc_hash(b)};
+  std::set<std::string> names = {instance_name(b)};
+  for (const KernelDesc& d : variants) {
+    EXPECT_NE(d, b);
+    EXPECT_NE(desc_hash(d), desc_hash(b));
+  }
+  for (size_t i = 0; i < 11; ++i) names.insert(instance_name(variants[i]));
+  EXPECT_EQ(names.size(), 12u) << "instance names must be unique per descriptor field";
+}
+
+TEST(JitDesc, Validation) {
+  EXPECT_TRUE(validate(base_desc()).is_ok());
+  KernelDesc d = base_desc();
+  d.cols = 7168 + 32;
+  EXPECT_NE(validate(d).message().find("multiple of 256"), std::string::npos);
+  d = base_desc();
+  d.act = GgmlType::Q8_0;
+  EXPECT_NE(validate(d).message().find("dotted with q8_K"), std::string::npos);
+  d = base_desc();
+  d.row_block = 3;
+  EXPECT_FALSE(validate(d).is_ok());
+  d = base_desc();
+  d.weight = GgmlType::IQ2_XS;
+  EXPECT_FALSE(validate(d).is_ok());
+  d = base_desc();
+  d.prefetch = 100;
+  EXPECT_FALSE(validate(d).is_ok());
+}
+
+TEST(JitRegistry, GeneratesOncePerKeyAcrossThreads) {
+  Registry reg;
+  KernelDesc d = default_gemv_desc(GgmlType::Q4_K, 512, {isa::host_level(), isa::host_tuning()});
+  std::vector<std::thread> threads;
+  std::vector<const Kernel*> got(8, nullptr);
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      Expected<std::shared_ptr<const Kernel>> k = reg.get(d);
+      if (k) got[t] = k->get();
+    });
+  for (auto& th : threads) th.join();
+  for (const Kernel* k : got) EXPECT_EQ(k, got[0]);
+  ASSERT_NE(got[0], nullptr);
+  EXPECT_EQ(reg.generated(), 1);
+  EXPECT_EQ(got[0]->name(), instance_name(d));
+  d.cols = 1024;
+  ASSERT_TRUE(reg.get(d).has_value());
+  EXPECT_EQ(reg.generated(), 2);
+}
+
+TEST(JitRegistry, RefusesIsaAboveHostAndBadDescriptors) {
+  Registry reg;
+  if (!isa::host_supports(IsaLevel::kAvx512Bf16)) {
+    KernelDesc d = default_gemv_desc(GgmlType::Q4_K, 512, {IsaLevel::kAvx512Bf16, Tuning::kGeneric});
+    Expected<std::shared_ptr<const Kernel>> k = reg.get(d);
+    ASSERT_FALSE(k.has_value());
+    EXPECT_NE(k.error().find("needs avx512bf16"), std::string::npos) << k.error();
+  }
+  KernelDesc bad = default_gemv_desc(GgmlType::Q4_K, 300, {IsaLevel::kScalar, Tuning::kGeneric});
+  EXPECT_FALSE(reg.get(bad).has_value());
+  EXPECT_FALSE(reg.get(bad).has_value());  // the failure is cached too
+  EXPECT_EQ(reg.generated(), isa::host_supports(IsaLevel::kAvx512Bf16) ? 1 : 2);
+}
+
+TEST(JitRegistry, DumpWritesRawMachineCode) {
+  Registry reg;
+  const IsaLevel top = implemented_levels(GgmlType::Q4_K).back();
+  const IsaLevel lvl = isa::host_supports(top) ? top : isa::host_level();
+  KernelDesc d = default_gemv_desc(GgmlType::Q4_K, 256, {lvl, Tuning::kGeneric});
+  Expected<std::shared_ptr<const Kernel>> k = reg.get(d);
+  ASSERT_TRUE(k.has_value()) << k.error();
+  const std::string dir = (std::filesystem::temp_directory_path() / ("zenmoe_dump_" + std::to_string(::getpid()))).string();
+  Expected<int> n = reg.dump(dir);
+  ASSERT_TRUE(n.has_value()) << n.error();
+  if ((*k)->code() != nullptr) {
+    EXPECT_EQ(*n, 1);
+    const std::string path = dir + "/" + instance_name(d) + ".bin";
+    ASSERT_TRUE(std::filesystem::exists(path));
+    EXPECT_EQ(std::filesystem::file_size(path), (*k)->code_size());
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    const int first = std::fgetc(f);
+    std::fclose(f);
+    EXPECT_EQ(first, 0x55);  // push rbp
+  }
+  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(reg.dump("/proc/zenmoe_no_such_dir/x").has_value());
+}
+
+}  // namespace
+}  // namespace zenmoe

@@ -1,0 +1,77 @@
+// The weight packer and its packed-layout reference (kernels/pack.h).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "kernels/pack.h"
+#include "kernels/ref/quant.h"
+
+namespace zenmoe {
+namespace {
+
+// Spec §2.6 Q4_K block and §2.12 activations: the packed reference must give -358.327148
+// exactly like the reference vec_dot.
+TEST(PackQ4K, SpecWorkedExample) {
+  const uint8_t head[16] = {0x00, 0x3c, 0x00, 0x38, 0x81, 0x82, 0x83, 0xc4,
+                            0x40, 0x41, 0x42, 0x83, 0x01, 0x12, 0x23, 0x8f};
+  std::vector<uint8_t> w(sizeof(BlockQ4_K));
+  std::memcpy(w.data(), head, 16);
+  for (int i = 0; i < 128; ++i) w[16 + i] = static_cast<uint8_t>(i);
+  std::vector<float> xf(256);
+  for (int i = 0; i < 256; ++i) xf[i] = float(((7 * i) % 23) - 11) * 0.05f;
+  BlockQ8_K xq;
+  ref::quantize_row(GgmlType::Q8_K, xf.data(), &xq, 256);
+  for (int rb : {2, 8}) {
+    Expected<PackedWeights> p = pack_weights(GgmlType::Q4_K, rb, w.data(), w.size(), 1, 256);
+    ASSERT_TRUE(p.has_value()) << p.error();
+    float y = 0.0f;
+    ASSERT_TRUE(gemv_packed_ref(p->layout, p->data.get(), &xq, &y, 0, 1).is_ok());
+    EXPECT_NEAR(y, -358.327148f, 2e-4f);
+    EXPECT_FLOAT_EQ(y, ref::vec_dot_row(GgmlType::Q4_K, w.data(), &xq, 256));
+  }
+}
+
+TEST(PackQ4K, LayoutGeometry) {
+  Expected<PackLayout> L = pack_layout(GgmlType::Q4_K, 8, 13, 7168);
+  ASSERT_TRUE(L.has_value());
+  EXPECT_EQ(L->groups, 2);
+  EXPECT_EQ(L->group_stride, 28 * 8 * 148);  // already a multiple of 64
+  EXPECT_EQ(L->group_stride % 64, 0);
+  EXPECT_EQ(L->total_bytes, 2 * L->group_stride);
+  L = pack_layout(GgmlType::Q4_K, 6, 7, 256);
+  ASSERT_TRUE(L.has_value());
+  EXPECT_EQ(L->group_stride, (6 * 148 + 63) / 64 * 64);
+}
+
+TEST(PackQ4K, PaddingRowsAreZero) {
+  std::vector<uint8_t> w(3 * sizeof(BlockQ4_K), 0xA5);
+  Expected<PackedWeights> p = pack_weights(GgmlType::Q4_K, 4, w.data(), w.size(), 3, 256);
+  ASSERT_TRUE(p.has_value());
+  // Row 3 (the fourth of the group) is padding: its codes nibbles, scales and d are zero.
+  const uint8_t* g = p->group(0);
+  for (int c = 0; c < 4; ++c)
+    for (int s = 0; s < 8; ++s)
+      for (int t = 0; t < 4; ++t) EXPECT_EQ(g[256 + 64 * c + 4 * (2 * s + 1) + t], 0);
+  const uint16_t* d = reinterpret_cast<const uint16_t*>(g + 4 * 144);
+  EXPECT_EQ(d[3], 0);
+  EXPECT_EQ(d[4 + 3], 0);
+}
+
+TEST(PackQ4K, Errors) {
+  std::vector<uint8_t> w(2 * sizeof(BlockQ4_K));
+  Expected<PackedWeights> p = pack_weights(GgmlType::Q4_K, 8, w.data(), w.size() - 1, 1, 512);
+  ASSERT_FALSE(p.has_value());
+  EXPECT_NE(p.error().find("bytes"), std::string::npos) << p.error();
+  EXPECT_FALSE(pack_weights(GgmlType::Q4_K, 3, w.data(), w.size(), 1, 512).has_value());
+  EXPECT_FALSE(pack_weights(GgmlType::Q4_K, 8, w.data(), w.size(), 1, 300).has_value());
+  EXPECT_FALSE(pack_weights(GgmlType::IQ4_XS, 8, w.data(), w.size(), 1, 256).has_value());
+  EXPECT_FALSE(pack_weights(GgmlType::Q4_K, 8, nullptr, 0, 1, 256).has_value());
+  Expected<PackLayout> L = pack_layout(GgmlType::Q4_K, 8, 4, 256);
+  ASSERT_TRUE(L.has_value());
+  float y[4];
+  EXPECT_FALSE(gemv_packed_ref(*L, nullptr, nullptr, y, 0, 5).is_ok());
+}
+
+}  // namespace
+}  // namespace zenmoe
