@@ -14,6 +14,8 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"version", zenmoe::tools::cmd_version, "print the version"},
+    {"mkmodel", zenmoe::tools::cmd_mkmodel, "write a synthetic deepseek2 GGUF model"},
+    {"inspect", zenmoe::tools::cmd_inspect, "show what a GGUF model holds"},
     {"tokenize", zenmoe::tools::cmd_tokenize, "print the token ids of a text (JSON)"},
 };
 
