@@ -12,6 +12,8 @@
 #include <map>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "kernels/ref/quant.h"
 #include "runtime/gguf.h"
 #include "tools/builtin_vocab.h"
@@ -59,12 +61,12 @@ uint64_t fnv1a_file(const fs::path& p) {
   return h;
 }
 
-// A reduced model (two layers, eight experts) that still has every tensor kind.
+// A reduced model (two layers, four experts) that still has every tensor kind.
 ModelConfig mini_config() {
   ModelConfig c = *preset_config("tiny");
   c.preset = "mini";
   c.n_layer = 2;
-  c.n_expert = 8;
+  c.n_expert = 4;
   c.n_expert_used = 2;
   return c;
 }
@@ -75,7 +77,7 @@ MkModelOptions options(const ModelConfig& cfg, QuantMode q, uint64_t seed, int t
   o.quant = q;
   o.seed = seed;
   o.threads = threads;
-  o.vocab = *make_builtin_vocab(cfg.n_vocab);
+  o.tokenizer = *tokenizer_metadata(cfg.n_vocab, "", "");
   return o;
 }
 
@@ -294,9 +296,10 @@ TEST(MkModelWrite, SameSeedSameBytesAnyThreadCount) {
   const ModelConfig c = mini_config();
   ASSERT_TRUE(write_model(options(c, QuantMode::Q4_K_S, 3, 1), (dir / "a.gguf").string()));
   ASSERT_TRUE(write_model(options(c, QuantMode::Q4_K_S, 3, 2), (dir / "b.gguf").string()));
-  ASSERT_TRUE(write_model(options(c, QuantMode::Q4_K_S, 4, 2), (dir / "c.gguf").string()));
+  ASSERT_TRUE(write_model(options(c, QuantMode::F16, 3, 2), (dir / "c.gguf").string()));
+  ASSERT_TRUE(write_model(options(c, QuantMode::F16, 4, 2), (dir / "d.gguf").string()));
   EXPECT_EQ(fnv1a_file(dir / "a.gguf"), fnv1a_file(dir / "b.gguf"));
-  EXPECT_NE(fnv1a_file(dir / "a.gguf"), fnv1a_file(dir / "c.gguf"));
+  EXPECT_NE(fnv1a_file(dir / "c.gguf"), fnv1a_file(dir / "d.gguf"));
   auto m = gguf::Model::open((dir / "a.gguf").string());
   ASSERT_TRUE(m) << m.error();
   for (const auto& t : m->tensors()) {
@@ -339,11 +342,46 @@ TEST(MkModelCli, WritesAModel) {
   EXPECT_EQ(m->find_tensor("blk.1.ffn_up_exps.weight")->type, GgmlType::Q8_0);
 }
 
+TEST(MkModelCli, EmbedsAHuggingFaceTokenizer) {
+  const fs::path dir = temp_dir() / "hf";
+  fs::create_directories(dir);
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[byte_to_unicode(static_cast<uint8_t>(b))] = b;
+  vocab["Ġt"] = 256;
+  vocab["he"] = 257;
+  const nlohmann::json tok = {
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", {"Ġ t", "h e"}}}},
+      {"added_tokens", {{{"id", 258}, {"content", "<s>"}, {"special", true}},
+                        {{"id", 259}, {"content", "</s>"}, {"special", true}}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}}};
+  std::ofstream(dir / "tokenizer.json") << tok.dump();
+  std::ofstream(dir / "tokenizer_config.json")
+      << nlohmann::json{{"bos_token", "<s>"}, {"eos_token", "</s>"}, {"add_bos_token", true},
+                        {"chat_template", "{{ messages }}"}}.dump();
+  const fs::path out = dir / "hf.gguf";
+  CliResult r = run_cli("mkmodel --preset tiny --layers 1 --quant f16 --tokenizer " +
+                        (dir / "tokenizer.json").string() + " -o " + out.string());
+  ASSERT_EQ(r.status, 0) << r.out;
+  auto m = gguf::Model::open(out.string());
+  ASSERT_TRUE(m) << m.error();
+  const gguf::Metadata& md = m->metadata();
+  EXPECT_EQ(md.find("tokenizer.ggml.tokens")->array_size(), 260u);
+  EXPECT_EQ(md.find("tokenizer.ggml.merges")->array_size(), 2u);
+  EXPECT_EQ(md.get_string_or("tokenizer.ggml.pre", ""), "gpt2");
+  EXPECT_EQ(md.get_string_or("tokenizer.chat_template", ""), "{{ messages }}");
+  EXPECT_EQ(md.get_uint_or("tokenizer.ggml.bos_token_id", 0), 258u);
+  EXPECT_EQ(md.get_uint_or("deepseek2.vocab_size", 0), 260u);
+  EXPECT_EQ(m->find_tensor("token_embd.weight")->ne[1], 260);
+  EXPECT_EQ(m->find_tensor("output.weight")->ne[1], 260);
+}
+
 TEST(MkModelCli, BadInputIsOneLineAndExitOne) {
   const std::string out = (temp_dir() / "bad.gguf").string();
   const std::vector<std::string> cases = {"mkmodel --preset huge -o " + out, "mkmodel --preset tiny", "mkmodel --preset tiny --quant q3 -o " + out,
         "mkmodel --preset tiny --experts 4 --experts-used 8 -o " + out, "mkmodel --bogus -o " + out,
-        "mkmodel --preset tiny --layers x -o " + out, "mkmodel --preset tiny -o /nonexistent-dir/x.gguf"};
+        "mkmodel --preset tiny --layers x -o " + out, "mkmodel --preset tiny -o /nonexistent-dir/x.gguf",
+      "mkmodel --preset tiny --tokenizer /nonexistent/tokenizer.json -o " + out,
+      "mkmodel --preset tiny --tokenizer-config /nonexistent/tokenizer_config.json -o " + out};
   for (const std::string& args : cases) {
     CliResult r = run_cli(args);
     EXPECT_EQ(r.status, 1) << args << ": " << r.out;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "runtime/tokenizer_hf.h"
 #include "tools/mkmodel_fill.h"
 #include "tools/mkmodel_progress.h"
 
@@ -53,10 +54,23 @@ Expected<ModelLayout> layout_model(const ModelConfig& cfg, QuantMode quant) {
   return lay;
 }
 
+Expected<gguf::Metadata> tokenizer_metadata(int64_t n_vocab, const std::string& tokenizer_json,
+                                            const std::string& tokenizer_config) {
+  gguf::Metadata m;
+  if (tokenizer_json.empty()) {
+    auto v = make_builtin_vocab(n_vocab);
+    if (!v) return Error{v.error()};
+    add_vocab_metadata(*v, m);
+    return m;
+  }
+  ZENMOE_RETURN_IF_ERROR(tok::hf_tokenizer_to_metadata(tokenizer_json, tokenizer_config, &m));
+  return m;
+}
+
 gguf::Metadata model_metadata(const MkModelOptions& opt) {
   gguf::Metadata m;
   add_model_metadata(opt.cfg, opt.quant, m);
-  add_vocab_metadata(opt.vocab, m);
+  for (const auto& [k, v] : opt.tokenizer.entries()) m.set(k, v);
   // Provenance of the synthetic weights (llama.cpp ignores unknown keys).
   m.set("zenmoe.mkmodel.preset", gguf::Value::string(opt.cfg.preset));
   m.set("zenmoe.mkmodel.quant", gguf::Value::string(quant_mode_name(opt.quant)));
@@ -66,8 +80,9 @@ gguf::Metadata model_metadata(const MkModelOptions& opt) {
 
 Expected<ModelLayout> write_model(const MkModelOptions& opt_in, const std::string& path) {
   MkModelOptions opt = opt_in;
-  if (opt.vocab.tokens.empty()) return Error{"no tokenizer vocabulary given"};
-  opt.cfg.n_vocab = static_cast<int64_t>(opt.vocab.tokens.size());
+  const gguf::Value* toks = opt.tokenizer.find("tokenizer.ggml.tokens");
+  if (!toks || toks->array_size() == 0) return Error{"no tokenizer vocabulary given"};
+  opt.cfg.n_vocab = static_cast<int64_t>(toks->array_size());
   auto lay = layout_model(opt.cfg, opt.quant);
   if (!lay) return Error{lay.error()};
 

@@ -21,8 +21,14 @@ struct MkModelOptions {
   uint64_t seed = 1;
   int threads = 1;             // generation threads
   bool progress = false;       // progress bar on stderr (shown only after 1 s)
-  VocabData vocab;             // tokenizer; its size overrides cfg.n_vocab
+  gguf::Metadata tokenizer;    // tokenizer.* keys; its token count overrides cfg.n_vocab
 };
+
+// The tokenizer keys of a model: the built-in vocabulary of n_vocab tokens, or, when
+// `tokenizer_json` is set, a Hugging Face tokenizer.json (+ tokenizer_config.json for the
+// special ids and chat template; "" = none).
+Expected<gguf::Metadata> tokenizer_metadata(int64_t n_vocab, const std::string& tokenizer_json,
+                                            const std::string& tokenizer_config);
 
 // Everything about the file before it is written.
 struct ModelLayout {

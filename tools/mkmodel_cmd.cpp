@@ -1,5 +1,6 @@
 // The `zenmoe mkmodel` command line.
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "tools/args.h"
@@ -16,6 +17,8 @@ std::vector<FlagSpec> mkmodel_flags() {
       {"quant", "q", true, "q4_k_s (default) | f16 | bf16 | q8_0 | q4_k"},
       {"seed", "s", true, "weight seed (default 1)"},
       {"threads", "t", true, "generation threads (default: all cores)"},
+      {"tokenizer", "", true, "Hugging Face tokenizer.json to embed (default: built-in vocabulary)"},
+      {"tokenizer-config", "", true, "its tokenizer_config.json (default: the one beside it, if any)"},
       {"help", "h", false, "show this help"},
   };
   for (const auto& f : dimension_flags()) s.push_back(f);
@@ -63,9 +66,16 @@ int cmd_mkmodel(int argc, char** argv, int first) {
   opt.threads = static_cast<int>(*threads);
   opt.progress = true;
 
-  auto vocab = make_builtin_vocab(opt.cfg.n_vocab);
-  if (!vocab) return fail("mkmodel: " + vocab.error());
-  opt.vocab = std::move(*vocab);
+  std::string config = args->get("tokenizer-config");
+  if (args->has("tokenizer") && !args->has("tokenizer-config")) {
+    const auto beside = std::filesystem::path(args->get("tokenizer")).parent_path() / "tokenizer_config.json";
+    if (std::filesystem::exists(beside)) config = beside.string();
+  }
+  if (args->has("tokenizer-config") && !args->has("tokenizer"))
+    return fail("mkmodel: --tokenizer-config needs --tokenizer");
+  auto tok = tokenizer_metadata(opt.cfg.n_vocab, args->get("tokenizer"), config);
+  if (!tok) return fail("mkmodel: " + tok.error());
+  opt.tokenizer = std::move(*tok);
 
   const std::string path = args->get("output");
   auto lay = write_model(opt, path);
