@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ir/printer.h"
+#include "runtime/ref_executor_model.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/inspect.h"
@@ -19,6 +21,7 @@ std::vector<FlagSpec> inspect_flags() {
       {"json", "", false, "machine-readable report on stdout"},
       {"tensor", "", true, "one tensor: its info and value statistics"},
       {"dequant", "", true, "with --tensor: write it dequantised to float32 (storage order)"},
+      {"ir", "", false, "print the forward-pass graph (IR text) built from the model"},
       {"help", "h", false, "show this help"},
   };
 }
@@ -64,6 +67,13 @@ int tensor_report(const gguf::Model& model, const std::string& name, bool as_jso
   return 0;
 }
 
+int ir_report(const gguf::Model& model) {
+  auto g = build_graph_from_gguf(model);
+  if (!g) return fail("inspect: " + g.error());
+  std::fputs(ir::print_graph(*g).c_str(), stdout);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_inspect(int argc, char** argv, int first) {
@@ -71,7 +81,7 @@ int cmd_inspect(int argc, char** argv, int first) {
   auto args = Args::parse(argc, argv, first, specs);
   if (!args) return fail("inspect: " + args.error());
   if (args->has("help")) {
-    std::printf("%s", usage_text("inspect MODEL.gguf [--json] [--tensor NAME [--dequant OUT.f32]]", specs).c_str());
+    std::printf("%s", usage_text("inspect MODEL.gguf [--json] [--tensor NAME [--dequant OUT.f32]] [--ir]", specs).c_str());
     return 0;
   }
   if (args->positionals().size() != 1)
@@ -87,6 +97,7 @@ int cmd_inspect(int argc, char** argv, int first) {
     return tensor_report(*model, args->get("tensor"), as_json);
   }
   if (args->has("tensor")) return tensor_report(*model, args->get("tensor"), as_json);
+  if (args->has("ir")) return ir_report(*model);
   return report(*model, as_json);
 }
 

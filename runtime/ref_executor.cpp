@@ -1,0 +1,166 @@
+#include "runtime/ref_executor.h"
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "ir/verifier.h"
+#include "runtime/ref_executor_model.h"
+#include "runtime/ref_executor_ops.h"
+
+namespace zenmoe {
+
+namespace {
+
+using refexec::Tensor;
+
+int64_t resolve(int64_t d, int64_t n_tokens, int64_t n_ctx) {
+  return d == ir::kDimTokens ? n_tokens : d == ir::kDimContext ? n_ctx : d;
+}
+
+int64_t value_bytes(GgmlType type, const std::vector<int64_t>& ne) {
+  int64_t rows = 1;
+  for (size_t i = 1; i < ne.size(); ++i) rows *= ne[i];
+  return ne.empty() ? row_bytes(type, 1) : row_bytes(type, ne[0]) * rows;
+}
+
+class RefExecutor final : public Executor {
+ public:
+  static Expected<std::unique_ptr<Executor>> create(ir::Graph g, const WeightTable& weights,
+                                                    const ExecutorOptions& opts);
+  int n_vocab() const override { return n_vocab_; }
+  int n_ctx() const override { return n_ctx_; }
+  int n_past() const override { return n_past_; }
+  Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) override;
+  void reset() override { n_past_ = 0; }
+
+ private:
+  RefExecutor() = default;
+  Status bind(const WeightTable& weights);
+  Status check_tokens(std::span<const int32_t> tokens) const;
+  void size_temps(int64_t n_tokens);
+
+  ir::Graph g_;
+  std::vector<Tensor> tensors_;                 // one per value
+  std::vector<std::vector<uint8_t>> storage_;   // owned bytes of inputs, states and temps
+  int tokens_ = -1, positions_ = -1, logits_ = -1;
+  int n_vocab_ = 0, n_ctx_ = 0, n_past_ = 0;
+  int64_t n_rows_embd_ = 0;
+};
+
+Status RefExecutor::bind(const WeightTable& weights) {
+  const size_t nv = g_.values.size();
+  tensors_.assign(nv, Tensor{});
+  storage_.assign(nv, {});
+  for (size_t i = 0; i < nv; ++i) {
+    const ir::Value& v = g_.values[i];
+    Tensor& t = tensors_[i];
+    t.type = v.type;
+    for (int64_t d : v.shape) t.ne.push_back(resolve(d, 0, n_ctx_));
+    if (v.kind == ir::ValueKind::Weight) {
+      auto it = weights.find(v.name);
+      if (it == weights.end()) return Error{"reference executor: no data for weight '" + v.name + "'"};
+      const int64_t want = value_bytes(v.type, t.ne);
+      if (it->second.data == nullptr || it->second.nbytes != static_cast<uint64_t>(want))
+        return Error{"reference executor: weight '" + v.name + "' has " +
+                     std::to_string(it->second.nbytes) + " bytes, expected " + std::to_string(want)};
+      t.cdata = static_cast<const uint8_t*>(it->second.data);
+    } else if (v.kind == ir::ValueKind::State) {
+      storage_[i].assign(static_cast<size_t>(value_bytes(v.type, t.ne)), 0);
+      t.data = storage_[i].data();
+      t.cdata = t.data;
+    }
+  }
+  return Status::ok();
+}
+
+Expected<std::unique_ptr<Executor>> RefExecutor::create(ir::Graph g, const WeightTable& weights,
+                                                        const ExecutorOptions& opts) {
+  ZENMOE_RETURN_IF_ERROR(ir::verify(g));
+  if (opts.n_ctx < 1) return Error{"reference executor: context size must be at least 1"};
+  std::unique_ptr<RefExecutor> ex(new RefExecutor());
+  ex->g_ = std::move(g);
+  ex->n_ctx_ = opts.n_ctx;
+  ex->tokens_ = ex->g_.find("tokens");
+  ex->positions_ = ex->g_.find("positions");
+  if (ex->tokens_ < 0 || ex->positions_ < 0 || ex->g_.outputs.size() != 1)
+    return Error{"reference executor: the graph needs inputs 'tokens', 'positions' and one output"};
+  ex->logits_ = ex->g_.outputs[0];
+  const ir::Value& lv = ex->g_.values[static_cast<size_t>(ex->logits_)];
+  if (lv.type != GgmlType::F32 || lv.shape.size() != 2 || lv.shape[1] != ir::kDimTokens)
+    return Error{"reference executor: the graph output must be f32 [n_vocab, T]"};
+  ex->n_vocab_ = static_cast<int>(lv.shape[0]);
+  for (const ir::Node& n : ex->g_.nodes)
+    if (n.op == ir::OpKind::Embed) ex->n_rows_embd_ = ex->g_.values[static_cast<size_t>(n.inputs[0])].shape[1];
+  ZENMOE_RETURN_IF_ERROR(ex->bind(weights));
+  return std::unique_ptr<Executor>(std::move(ex));
+}
+
+Status RefExecutor::check_tokens(std::span<const int32_t> tokens) const {
+  if (tokens.empty()) return Error{"eval: no tokens given"};
+  if (static_cast<int64_t>(n_past_) + static_cast<int64_t>(tokens.size()) > n_ctx_)
+    return Error{"eval: context limit exceeded: " + std::to_string(n_past_) + " positions held + " +
+                 std::to_string(tokens.size()) + " new > context size " + std::to_string(n_ctx_)};
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= n_rows_embd_)
+      return Error{"eval: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                   " is outside the vocabulary (0.." + std::to_string(n_rows_embd_ - 1) + ")"};
+  return Status::ok();
+}
+
+void RefExecutor::size_temps(int64_t n_tokens) {
+  for (size_t i = 0; i < g_.values.size(); ++i) {
+    const ir::Value& v = g_.values[i];
+    if (v.kind != ir::ValueKind::Temp && v.kind != ir::ValueKind::Input) continue;
+    Tensor& t = tensors_[i];
+    t.ne.clear();
+    for (int64_t d : v.shape) t.ne.push_back(resolve(d, n_tokens, n_ctx_));
+    storage_[i].resize(static_cast<size_t>(value_bytes(v.type, t.ne)));
+    t.data = storage_[i].data();
+    t.cdata = t.data;
+  }
+}
+
+Status RefExecutor::eval(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+  ZENMOE_RETURN_IF_ERROR(check_tokens(tokens));
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  size_temps(T);
+  std::memcpy(tensors_[static_cast<size_t>(tokens_)].data, tokens.data(), tokens.size() * sizeof(int32_t));
+  int32_t* pos = tensors_[static_cast<size_t>(positions_)].i32();
+  for (int64_t t = 0; t < T; ++t) pos[t] = n_past_ + static_cast<int32_t>(t);
+  std::vector<Tensor*> in, out;
+  for (const ir::Node& n : g_.nodes) {
+    in.clear();
+    out.clear();
+    for (int id : n.inputs) in.push_back(&tensors_[static_cast<size_t>(id)]);
+    for (int id : n.outputs) out.push_back(&tensors_[static_cast<size_t>(id)]);
+    Status s = refexec::run_node(n, in, out);
+    if (!s) return Error{std::string("eval: ") + ir::op_name(n.op) + ": " + s.message()};
+  }
+  n_past_ += static_cast<int>(T);
+  const float* y = tensors_[static_cast<size_t>(logits_)].cf32();
+  if (all_logits)
+    std::memcpy(logits, y, static_cast<size_t>(T * n_vocab_) * sizeof(float));
+  else
+    std::memcpy(logits, y + (T - 1) * n_vocab_, static_cast<size_t>(n_vocab_) * sizeof(float));
+  return Status::ok();
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<Executor>> make_reference_executor(ir::Graph graph,
+                                                            const WeightTable& weights,
+                                                            const ExecutorOptions& opts) {
+  return RefExecutor::create(std::move(graph), weights, opts);
+}
+
+Expected<std::unique_ptr<Executor>> make_reference_executor(const gguf::Model& model,
+                                                            const ExecutorOptions& opts) {
+  auto g = build_graph_from_gguf(model);
+  if (!g) return Error{g.error()};
+  WeightTable weights;
+  for (const auto& t : model.tensors()) weights[t.name] = WeightBytes{t.data, t.nbytes};
+  return RefExecutor::create(std::move(*g), weights, opts);
+}
+
+}  // namespace zenmoe

@@ -1,0 +1,138 @@
+// The reference executor against llama.cpp's own logits (oracle files, CPU backend, F32 KV
+// cache), prefill and decode, over all positions of every sequence: top-1 agreement >= 0.95,
+// mean KL(llama.cpp || zenmoe) <= 5e-3 and max KL <= 0.1 (bounds and their reasons:
+// shared/oracle/README.md).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/gguf.h"
+#include "runtime/ref_executor.h"
+
+namespace zenmoe {
+namespace {
+
+struct Figures {
+  int positions = 0;
+  int top1_agree = 0;
+  double kl_sum = 0.0;
+  double kl_max = 0.0;
+  double top1() const { return positions ? static_cast<double>(top1_agree) / positions : 0.0; }
+  double kl_mean() const { return positions ? kl_sum / positions : 0.0; }
+  void add(const Figures& o) {
+    positions += o.positions;
+    top1_agree += o.top1_agree;
+    kl_sum += o.kl_sum;
+    kl_max = std::max(kl_max, o.kl_max);
+  }
+};
+
+// log-softmax in double.
+std::vector<double> log_softmax(const float* x, int n) {
+  double mx = x[0];
+  for (int i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(x[i]));
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
+  const double lse = mx + std::log(sum);
+  std::vector<double> r(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) r[static_cast<size_t>(i)] = static_cast<double>(x[i]) - lse;
+  return r;
+}
+
+// KL(ref || ours) and top-1 agreement for each row.
+Figures compare(const std::vector<float>& ref, const std::vector<float>& ours, int n_vocab) {
+  Figures f;
+  const size_t rows = ref.size() / static_cast<size_t>(n_vocab);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* a = ref.data() + r * static_cast<size_t>(n_vocab);
+    const float* b = ours.data() + r * static_cast<size_t>(n_vocab);
+    const auto la = log_softmax(a, n_vocab), lb = log_softmax(b, n_vocab);
+    double kl = 0.0;
+    for (int i = 0; i < n_vocab; ++i) kl += std::exp(la[static_cast<size_t>(i)]) * (la[static_cast<size_t>(i)] - lb[static_cast<size_t>(i)]);
+    ++f.positions;
+    f.top1_agree += std::max_element(a, a + n_vocab) - a == std::max_element(b, b + n_vocab) - b;
+    f.kl_sum += kl;
+    f.kl_max = std::max(f.kl_max, kl);
+  }
+  return f;
+}
+
+std::vector<float> read_f32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::copy(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(v.size() * sizeof(float)),
+            reinterpret_cast<char*>(v.data()));
+  return v;
+}
+
+void report(const std::string& what, const Figures& f) {
+  std::printf("[oracle] %-34s positions %4d  top-1 %.4f  mean KL %.3e  max KL %.3e\n", what.c_str(),
+              f.positions, f.top1(), f.kl_mean(), f.kl_max);
+}
+
+// The bounds apply over all positions of a model and mode; each sequence's figures are
+// printed too (short sequences make a per-sequence top-1 figure coarse: one miss in 4).
+void check(const std::string& what, const Figures& f) {
+  report(what, f);
+  EXPECT_GE(f.top1(), 0.95) << what;
+  EXPECT_LE(f.kl_mean(), 5e-3) << what;
+  EXPECT_LE(f.kl_max, 0.1) << what;
+}
+
+void run_model(const std::string& model_name) {
+  const std::string dir = std::string(ZENMOE_ORACLE_DIR) + "/logits/" + model_name;
+  std::ifstream mf(dir + "/manifest.json");
+  ASSERT_TRUE(mf.good()) << dir;
+  const nlohmann::json manifest = nlohmann::json::parse(mf);
+  auto model = gguf::Model::open(std::string(ZENMOE_ORACLE_DIR) + "/" +
+                                 manifest["model"].get<std::string>());
+  ASSERT_TRUE(model.has_value()) << model.error();
+  ExecutorOptions opts;
+  opts.n_ctx = 512;  // as the oracle run
+  auto ex = make_reference_executor(*model, opts);
+  ASSERT_TRUE(ex.has_value()) << ex.error();
+  const int n_vocab = manifest["n_vocab"].get<int>();
+  ASSERT_EQ((*ex)->n_vocab(), n_vocab);
+  Figures prefill_all, decode_all;
+  for (const auto& seq : manifest["sequences"]) {
+    const auto tokens = seq["tokens"].get<std::vector<int32_t>>();
+    const std::string name = model_name + " " + seq["name"].get<std::string>();
+    const size_t n = tokens.size() * static_cast<size_t>(n_vocab);
+    std::vector<float> ours(n);
+    (*ex)->reset();
+    Status s = (*ex)->eval(tokens, ours.data(), true);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    const auto ref_p = read_f32(dir + "/" + seq["files"]["prefill"].get<std::string>());
+    ASSERT_EQ(ref_p.size(), n) << name;
+    const Figures fp = compare(ref_p, ours, n_vocab);
+    report(name + " prefill", fp);
+    prefill_all.add(fp);
+    (*ex)->reset();
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      s = (*ex)->eval({&tokens[t], 1}, ours.data() + t * static_cast<size_t>(n_vocab), false);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+    }
+    const auto ref_d = read_f32(dir + "/" + seq["files"]["decode"].get<std::string>());
+    ASSERT_EQ(ref_d.size(), n) << name;
+    const Figures fd = compare(ref_d, ours, n_vocab);
+    report(name + " decode", fd);
+    decode_all.add(fd);
+  }
+  check(model_name + " prefill, all sequences", prefill_all);
+  check(model_name + " decode, all sequences", decode_all);
+}
+
+TEST(OracleLogits, TinyQ4KS) { run_model("tiny-q4ks"); }
+TEST(OracleLogits, TinyF16) { run_model("tiny-f16"); }
+
+}  // namespace
+}  // namespace zenmoe

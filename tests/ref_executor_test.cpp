@@ -1,0 +1,215 @@
+// Reference executor on small in-memory models: prefill and decode agree bit for bit, the
+// legacy kv_b form computes the same function as the absorbed MLA form, the context limit and
+// bad tokens are clear errors, reset forgets the sequence.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ir/builder.h"
+#include "runtime/ref_executor.h"
+#include "tests/ir_test_model.h"
+
+namespace zenmoe {
+namespace {
+
+using testing::TinySpec;
+
+struct Built {
+  testing::TinyWeights weights;
+  std::unique_ptr<Executor> ex;
+};
+
+Built make(const TinySpec& s, uint32_t seed, int n_ctx = 64) {
+  Built b;
+  const ir::ModelInfo info = testing::tiny_info(s);
+  b.weights = testing::tiny_weights(info, seed);
+  auto g = ir::build_graph(info);
+  EXPECT_TRUE(g.has_value()) << g.error();
+  if (!g) return b;
+  ExecutorOptions o;
+  o.n_ctx = n_ctx;
+  auto ex = make_reference_executor(std::move(*g), b.weights.table(), o);
+  EXPECT_TRUE(ex.has_value()) << ex.error();
+  if (ex) b.ex = std::move(*ex);
+  return b;
+}
+
+std::vector<float> prefill(Executor& ex, const std::vector<int32_t>& toks) {
+  std::vector<float> out(toks.size() * static_cast<size_t>(ex.n_vocab()));
+  ex.reset();
+  Status s = ex.eval(toks, out.data(), true);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  return out;
+}
+
+std::vector<float> decode(Executor& ex, const std::vector<int32_t>& toks) {
+  const size_t V = static_cast<size_t>(ex.n_vocab());
+  std::vector<float> out(toks.size() * V);
+  ex.reset();
+  for (size_t t = 0; t < toks.size(); ++t) {
+    Status s = ex.eval({&toks[t], 1}, out.data() + t * V, false);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  return out;
+}
+
+const std::vector<int32_t> kTokens = {3, 17, 17, 42, 0, 49, 8, 23, 11, 5, 30, 2};
+
+TEST(RefExecutor, PrefillEqualsDecodeBitForBit) {
+  for (GgmlType wt : {GgmlType::F32, GgmlType::F16}) {
+    TinySpec s;
+    s.wtype = wt;
+    s.kb_type = wt;
+    Built b = make(s, 7);
+    ASSERT_TRUE(b.ex);
+    EXPECT_EQ(b.ex->n_vocab(), 50);
+    const auto p = prefill(*b.ex, kTokens);
+    const auto d = decode(*b.ex, kTokens);
+    ASSERT_EQ(p.size(), d.size());
+    for (size_t i = 0; i < p.size(); ++i) ASSERT_EQ(p[i], d[i]) << type_name(wt) << " at " << i;
+    // Logits are finite and not flat.
+    float lo = p[0], hi = p[0];
+    for (float v : p) {
+      ASSERT_TRUE(std::isfinite(v));
+      lo = std::min(lo, v);
+      hi = std::max(hi, v);
+    }
+    EXPECT_GT(hi - lo, 1.0f);
+  }
+}
+
+TEST(RefExecutor, QuantisedWeightsRun) {
+  TinySpec s;
+  s.D = 256, s.q_lora = 256, s.kv_lora = 256, s.nope = 32, s.dv = 128, s.Fe = 256, s.F = 256;
+  s.vocab = 64;
+  s.wtype = GgmlType::Q4_K;
+  s.kb_type = GgmlType::Q5_0;
+  Built b = make(s, 3);
+  ASSERT_TRUE(b.ex);
+  const std::vector<int32_t> toks = {1, 2, 3, 60, 5};
+  const auto p = prefill(*b.ex, toks);
+  const auto d = decode(*b.ex, toks);
+  for (size_t i = 0; i < p.size(); ++i) ASSERT_EQ(p[i], d[i]) << i;
+}
+
+// Builds attn_kv_b {Rkv, H*(dn+dv)} from attn_k_b {dn, Rkv, H} and attn_v_b {Rkv, dv, H}.
+std::vector<float> kv_b_from_split(const std::vector<float>& k_b, const std::vector<float>& v_b,
+                                   const TinySpec& s) {
+  const int64_t R = s.kv_lora, dn = s.nope, dv = s.dv, W = dn + dv;
+  std::vector<float> kv(static_cast<size_t>(R * s.H * W));
+  for (int64_t h = 0; h < s.H; ++h)
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t d = 0; d < dn; ++d)
+        kv[static_cast<size_t>((h * W + d) * R + r)] = k_b[static_cast<size_t>((h * R + r) * dn + d)];
+      for (int64_t e = 0; e < dv; ++e)
+        kv[static_cast<size_t>((h * W + dn + e) * R + r)] = v_b[static_cast<size_t>((h * dv + e) * R + r)];
+    }
+  return kv;
+}
+
+TEST(RefExecutor, LegacyKvBFormMatchesAbsorbedForm) {
+  TinySpec s;
+  const ir::ModelInfo info = testing::tiny_info(s);
+  const testing::TinyWeights w = testing::tiny_weights(info, 11);
+  TinySpec ls = s;
+  ls.mla = false;
+  const ir::ModelInfo linfo = testing::tiny_info(ls);
+  testing::TinyWeights lw;
+  for (const auto& t : linfo.tensors) {
+    lw.names.push_back(t.name);
+    std::vector<float> v;
+    if (t.name.find("attn_kv_b") != std::string::npos) {
+      const std::string pre = t.name.substr(0, t.name.find("attn_kv_b"));
+      auto idx = [&](const std::string& n) {
+        for (size_t i = 0; i < w.names.size(); ++i)
+          if (w.names[i] == n) return i;
+        return size_t{0};
+      };
+      v = kv_b_from_split(w.values[idx(pre + "attn_k_b.weight")], w.values[idx(pre + "attn_v_b.weight")], s);
+    } else {
+      for (size_t i = 0; i < w.names.size(); ++i)
+        if (w.names[i] == t.name) v = w.values[i];
+    }
+    lw.bytes.push_back(testing::encode(t.type, v, t.dims[0]));
+    lw.values.push_back(std::move(v));
+  }
+  ExecutorOptions o;
+  auto ga = ir::build_graph(info);
+  auto gl = ir::build_graph(linfo);
+  ASSERT_TRUE(ga.has_value() && gl.has_value());
+  auto ea = make_reference_executor(std::move(*ga), w.table(), o);
+  auto el = make_reference_executor(std::move(*gl), lw.table(), o);
+  ASSERT_TRUE(ea.has_value()) << ea.error();
+  ASSERT_TRUE(el.has_value()) << el.error();
+  const auto a = prefill(**ea, kTokens);
+  const auto l = decode(**el, kTokens);
+  double max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[i] - l[i])));
+    max_abs = std::max(max_abs, static_cast<double>(std::fabs(a[i])));
+  }
+  EXPECT_GT(max_abs, 1.0);
+  EXPECT_LT(max_diff, 1e-4 * max_abs) << "max diff " << max_diff;
+}
+
+TEST(RefExecutor, ContextLimitAndBadTokens) {
+  Built b = make(TinySpec{}, 5, /*n_ctx=*/4);
+  ASSERT_TRUE(b.ex);
+  EXPECT_EQ(b.ex->n_ctx(), 4);
+  std::vector<float> out(5 * 50);
+  const std::vector<int32_t> three = {1, 2, 3};
+  ASSERT_TRUE(b.ex->eval(three, out.data(), true).is_ok());
+  EXPECT_EQ(b.ex->n_past(), 3);
+  const std::vector<int32_t> two = {4, 5};
+  Status s = b.ex->eval(two, out.data(), true);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("context limit exceeded"), std::string::npos) << s.message();
+  EXPECT_EQ(b.ex->n_past(), 3);  // a refused batch changes nothing
+  ASSERT_TRUE(b.ex->eval({&two[0], 1}, out.data(), false).is_ok());
+  EXPECT_EQ(b.ex->n_past(), 4);
+  const std::vector<int32_t> bad = {50};
+  b.ex->reset();
+  s = b.ex->eval(bad, out.data(), true);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("token id 50"), std::string::npos) << s.message();
+  s = b.ex->eval({}, out.data(), true);
+  EXPECT_FALSE(s.is_ok());
+}
+
+TEST(RefExecutor, ResetAndLastRowOnly) {
+  Built b = make(TinySpec{}, 9);
+  ASSERT_TRUE(b.ex);
+  const auto all = prefill(*b.ex, kTokens);
+  std::vector<float> last(50);
+  b.ex->reset();
+  ASSERT_TRUE(b.ex->eval(kTokens, last.data(), false).is_ok());
+  for (size_t i = 0; i < 50; ++i) EXPECT_EQ(last[i], all[(kTokens.size() - 1) * 50 + i]);
+  EXPECT_EQ(prefill(*b.ex, kTokens), all);
+}
+
+TEST(RefExecutor, RejectsMissingOrMisSizedWeights) {
+  const ir::ModelInfo info = testing::tiny_info(TinySpec{});
+  testing::TinyWeights w = testing::tiny_weights(info, 1);
+  auto g = ir::build_graph(info);
+  ASSERT_TRUE(g.has_value());
+  WeightTable t = w.table();
+  t["blk.0.attn_q_a.weight"].nbytes -= 4;
+  auto ex = make_reference_executor(*g, t, ExecutorOptions{});
+  ASSERT_FALSE(ex.has_value());
+  EXPECT_NE(ex.error().find("'blk.0.attn_q_a.weight' has 2044 bytes, expected 2048"), std::string::npos)
+      << ex.error();
+  t = w.table();
+  t.erase("output.weight");
+  ex = make_reference_executor(*g, t, ExecutorOptions{});
+  ASSERT_FALSE(ex.has_value());
+  EXPECT_NE(ex.error().find("no data for weight 'output.weight'"), std::string::npos) << ex.error();
+  ExecutorOptions zero;
+  zero.n_ctx = 0;
+  ex = make_reference_executor(*g, w.table(), zero);
+  EXPECT_FALSE(ex.has_value());
+}
+
+}  // namespace
+}  // namespace zenmoe
