@@ -19,6 +19,7 @@ constexpr Command kCommands[] = {
     {"tokenize", zenmoe::tools::cmd_tokenize, "print the token ids of a text (JSON)"},
     {"run", zenmoe::tools::cmd_run, "generate text from a prompt"},
     {"logits", zenmoe::tools::cmd_logits, "write the logits of every position of a token sequence"},
+    {"bench", zenmoe::tools::cmd_bench, "measure kernels and memory bandwidth (kernels, bandwidth)"},
 };
 
 void print_usage(FILE* out) {
