@@ -154,6 +154,59 @@ inline void fill_q32(GgmlType f, Data data, std::mt19937& rng, int64_t nb, uint8
   }
 }
 
+inline int q6k_code(const BlockQ6_K& b, int w) {
+  const int h = w / 128, r = w % 128, quarter = r / 32, l = r % 32;
+  const uint8_t lo_byte = b.ql[64 * h + l + 32 * (quarter & 1)];
+  const int lo = quarter < 2 ? (lo_byte & 0x0F) : (lo_byte >> 4);
+  return lo | (((b.qh[32 * h + l] >> (2 * quarter)) & 3) << 4);
+}
+
+inline void fill_q6k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.0005f, 0.05f);
+  for (int64_t i = 0; i < nb; ++i) {
+    BlockQ6_K b{};
+    for (auto& q : b.ql) q = static_cast<uint8_t>(byte(rng));
+    for (auto& q : b.qh) q = static_cast<uint8_t>(byte(rng));
+    for (auto& s : b.scales) s = static_cast<int8_t>(byte(rng) - 128);
+    b.d = ref::fp32_to_fp16(scale(rng));
+    switch (data) {
+      case Data::kRandom: break;
+      case Data::kZeroScales: b.d = 0; break;
+      case Data::kExtreme:
+        for (auto& q : b.ql) q = 0xFF;
+        for (auto& q : b.qh) q = 0xFF;
+        for (int s = 0; s < 16; ++s) b.scales[s] = static_cast<int8_t>(s % 2 ? 127 : -128);
+        b.d = (i % 2) ? 0x7BFF : 0x0001;
+        break;
+      case Data::kAdversarial:
+        for (auto& q : b.ql) q = 0x00;
+        for (auto& q : b.qh) q = 0x00;  // every code -32
+        for (auto& s : b.scales) s = 127;
+        break;
+      case Data::kExact:
+        for (auto& s : b.scales) s = static_cast<int8_t>(byte(rng) % 3 - 1);
+        b.d = 0x3C00;
+        break;
+    }
+    std::memcpy(out + i * sizeof(BlockQ6_K), &b, sizeof b);
+  }
+}
+
+inline double q6k_terms(const uint8_t* wrow, const uint8_t* x, int64_t nb) {
+  double T = 0.0;
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ6_K w;
+    BlockQ8_K a;
+    std::memcpy(&w, wrow + b * sizeof w, sizeof w);
+    std::memcpy(&a, x + b * sizeof a, sizeof a);
+    double t = 0.0;
+    for (int i = 0; i < 256; ++i) t += std::abs(double(w.scales[i / 16]) * (q6k_code(w, i) - 32) * a.qs[i]);
+    T += std::abs(double(ref::fp16_to_fp32(w.d)) * double(a.d)) * t;
+  }
+  return T;
+}
+
 inline float plain_sample(Data data, std::mt19937& rng, int64_t i) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   switch (data) {
@@ -171,6 +224,7 @@ inline void GemvTester::make_weights(std::mt19937& rng, std::vector<uint8_t>* w)
   w->assign(static_cast<size_t>(rows_ * rb), 0);
   const int64_t nb = rows_ * cols_ / type_geometry(format_)->block_elems;
   if (format_ == GgmlType::Q4_K) return fill_q4k(data_, rng, nb, w->data());
+  if (format_ == GgmlType::Q6_K) return fill_q6k(data_, rng, nb, w->data());
   if (format_ == GgmlType::Q8_0 || format_ == GgmlType::Q4_0) return fill_q32(format_, data_, rng, nb, w->data());
   std::vector<float> f(static_cast<size_t>(rows_ * cols_));
   for (int64_t i = 0; i < rows_ * cols_; ++i) f[static_cast<size_t>(i)] = plain_sample(data_, rng, i);
@@ -271,6 +325,7 @@ inline double GemvTester::error_bound(const uint8_t* wrow, const uint8_t* x) con
   const double u = std::ldexp(1.0, -24);
   switch (format_) {
     case GgmlType::Q4_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q4k_terms(wrow, x, cols_ / kQK_K);
+    case GgmlType::Q6_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q6k_terms(wrow, x, cols_ / kQK_K);
     case GgmlType::Q8_0: case GgmlType::Q4_0:
       return 2.0 * double(cols_ / kQK + 14) * u * q32_terms(format_, wrow, x, cols_ / kQK);
     default: return 2.0 * double(cols_ / 4 + 14) * u * plain_terms(format_, wrow, x, cols_);

@@ -229,37 +229,7 @@ void GemvRows16::store_group() {
   vaddps(zAcc[0], zAcc[0], zAcc[1]);
   vaddps(zAcc[2], zAcc[2], zAcc[3]);
   vaddps(zAcc[0], zAcc[0], zAcc[2]);
-  // rax = first row of the group; ecx = lo, edx = hi (lane bounds inside the group).
-  mov(rax, rGroup);
-  shl(rax, 4);
-  mov(rcx, qword[rArgs + kArgR0]);
-  sub(rcx, rax);
-  xor_(r11d, r11d);
-  cmp(rcx, 0);
-  cmovl(rcx, r11);
-  mov(rdx, qword[rArgs + kArgR1]);
-  sub(rdx, rax);
-  mov(r11d, kRows);
-  cmp(rdx, r11);
-  cmovg(rdx, r11);
-  // mask = ((1 << hi) - 1) & ~((1 << lo) - 1)
-  mov(r11d, 1);
-  shlx(r11d, r11d, edx);
-  dec(r11d);
-  mov(edx, 1);
-  shlx(edx, edx, ecx);
-  dec(edx);
-  andn(r11d, edx, r11d);
-  kmovw(k2, r11d);
-  mov(r11, qword[rArgs + kArgY]);
-  lea(r11, ptr[r11 + rax * 4]);
-  if (acc_) {
-    vmovups(zT | k2 | T_z, ptr[r11]);
-    vfmadd231ps(zT, zAcc[0], ptr_b[rArgs + kArgAlpha]);
-    vmovups(ptr[r11] | k2, zT);
-  } else {
-    vmovups(ptr[r11] | k2, zAcc[0]);
-  }
+  store_lanes16(rArgs, rGroup, zAcc[0], zT, acc_);
 }
 
 }  // namespace
