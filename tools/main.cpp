@@ -17,6 +17,7 @@ constexpr Command kCommands[] = {
     {"mkmodel", zenmoe::tools::cmd_mkmodel, "write a synthetic deepseek2 GGUF model"},
     {"inspect", zenmoe::tools::cmd_inspect, "show what a GGUF model holds"},
     {"tokenize", zenmoe::tools::cmd_tokenize, "print the token ids of a text (JSON)"},
+    {"bench", zenmoe::tools::cmd_bench, "measure kernels and memory bandwidth (kernels, bandwidth)"},
 };
 
 void print_usage(FILE* out) {

@@ -1,0 +1,246 @@
+// `zenmoe bench kernels` / `bench bandwidth` at tiny sizes (valid JSON with the required
+// fields, bad flags exit 1), the benchmark planning helpers, and the numerics of the
+// compiler-vectorised baseline loops on the spec's worked examples.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "codegen/isa.h"
+#include "codegen/kernel_desc.h"
+#include "codegen/registry.h"
+#include "tools/bench_cxx_loop.h"
+#include "tools/bench_gemv.h"
+#include "tools/roofline.h"
+
+namespace zenmoe::tools {
+namespace {
+
+struct RunResult {
+  int status = -1;
+  std::string out, err;
+};
+
+RunResult run_cli(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "bench_cli_stderr.txt";
+  std::string cmd = std::string(ZENMOE_BINARY) + " " + args + " 2>" + err_path;
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream f(err_path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+// Small enough for the sanitizer build: 2 MiB DRAM set, milliseconds per measurement.
+constexpr const char* kTiny = "--shapes 512x48 --threads 1,2 --min-time 0.002 --reps 2 --dram-mib 2";
+
+TEST(BenchCli, KernelsJsonHasRequiredFields) {
+  RunResult r = run_cli(std::string("bench kernels --json --formats q4_K,q8_0,f32 --regimes dram,l2,l3 "
+                                    "--kernels jit,cxx,onednn ") + kTiny);
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.is_array());
+  // 3 cxx loops + oneDNN f32 and s8 (bf16 may be unsupported), 3 regimes, 2 thread counts.
+  ASSERT_GE(j.size(), 5u * 3 * 2);
+  std::set<std::string> kernels, regimes;
+  for (const auto& o : j) {
+    for (const char* k : {"kernel", "format", "rows", "cols", "regime", "threads", "weight_gbps",
+                          "read_bw_gbps", "fraction_of_read_bw", "gflops"})
+      ASSERT_TRUE(o.contains(k)) << k << " missing in " << o.dump();
+    kernels.insert(o["kernel"].get<std::string>());
+    regimes.insert(o["regime"].get<std::string>());
+    EXPECT_EQ(o["rows"], 48);
+    EXPECT_EQ(o["cols"], 512);
+    EXPECT_GT(o["weight_gbps"].get<double>(), 0);
+    EXPECT_GT(o["read_bw_gbps"].get<double>(), 0);
+    EXPECT_NEAR(o["fraction_of_read_bw"].get<double>(),
+                o["weight_gbps"].get<double>() / o["read_bw_gbps"].get<double>(), 1e-9);
+    EXPECT_NEAR(o["gflops"].get<double>(),
+                2.0 * o["measured_rows"].get<double>() * 512 / o["seconds_per_call"].get<double>() / 1e9,
+                1e-6 * o["gflops"].get<double>());
+    int t = o["threads"];
+    EXPECT_TRUE(t == 1 || t == 2);
+  }
+  for (const char* k : {"cxx_loop_q4k", "cxx_loop_q8_0", "cxx_loop_f32", "onednn_f32_m1", "onednn_s8_m1"})
+    EXPECT_TRUE(kernels.count(k)) << k;
+  EXPECT_EQ(regimes, (std::set<std::string>{"dram", "l2", "l3"}));
+  // The generated Q4_K kernel appears under its canonical name when the registry has one.
+  if (!implemented_levels(GgmlType::Q4_K).empty()) {
+    auto target = isa::resolve_target("");
+    ASSERT_TRUE(target);
+    const KernelDesc d = default_gemv_desc(GgmlType::Q4_K, 512, *target);
+    EXPECT_TRUE(kernels.count(canonical_name(d))) << canonical_name(d);
+  }
+}
+
+TEST(BenchCli, DumpWritesGeneratedKernels) {
+  const std::string dir = ::testing::TempDir() + "bench_dump";
+  RunResult r = run_cli("bench kernels --formats q4_K --kernels jit --regimes l2 --threads 1 --shapes 512x48 "
+                        "--min-time 0.001 --reps 1 --dram-mib 2 --dump " + dir);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto target = isa::resolve_target("");
+  ASSERT_TRUE(target);
+  const std::string file = dir + "/" + instance_name(default_gemv_desc(GgmlType::Q4_K, 512, *target)) + ".bin";
+  std::ifstream f(file, std::ios::binary | std::ios::ate);
+  // The scalar reference has no machine code to write; every generated level has.
+  ASSERT_EQ(f.good(), target->level != isa::IsaLevel::kScalar) << file;
+  if (f.good()) EXPECT_GT(static_cast<int64_t>(f.tellg()), 16);
+}
+
+TEST(BenchCli, KernelsTableListsEveryKernel) {
+  RunResult r = run_cli(std::string("bench kernels --formats q6_K --regimes l2 --kernels cxx ") + kTiny);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("%bw"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cxx_loop_q6k"), std::string::npos) << r.out;
+}
+
+TEST(BenchCli, BandwidthJson) {
+  RunResult r = run_cli("bench bandwidth --json --threads 2 --buffer-mib 8 --reps 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_EQ(j[t]["threads"], t + 1);
+    EXPECT_GT(j[t]["read_bw_gbps"].get<double>(), 0);
+    EXPECT_LE(j[t]["min_gbps"].get<double>(), j[t]["read_bw_gbps"].get<double>());
+    EXPECT_GE(j[t]["max_gbps"].get<double>(), j[t]["read_bw_gbps"].get<double>());
+    EXPECT_GE(j[t]["buffer_bytes"].get<int64_t>(), (8 << 20) - (1 << 20));
+  }
+}
+
+TEST(BenchCli, BadFlagsExitOneWithOneLine) {
+  for (const char* args : {"bench kernels --threads 0", "bench kernels --formats q9_K",
+                           "bench kernels --formats q8_K", "bench kernels --regimes ram",
+                           "bench kernels --shapes 7168y2048", "bench kernels --kernels mkl",
+                           "bench kernels --min-time x", "bench kernels --isa sse9",
+                           "bench kernels extra", "bench nonsense", "bench bandwidth --bogus",
+                           "bench bandwidth --threads -1", "bench bandwidth --buffer-mib 0"}) {
+    RunResult r = run_cli(args);
+    EXPECT_EQ(r.status, 1) << args;
+    EXPECT_TRUE(r.out.empty()) << args;
+    EXPECT_EQ(r.err.rfind("zenmoe: ", 0), 0u) << args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+  RunResult bare = run_cli("bench");
+  EXPECT_EQ(bare.status, 1);
+  EXPECT_NE(bare.err.find("kernels"), std::string::npos);
+}
+
+TEST(BenchPlan, DramRotatesPastTheTarget) {
+  CacheSizes c{48 << 10, 2 << 20, 32 << 20, true};
+  CasePlan p = plan_case(Regime::kDram, 2048, 4032, 16, 1, c, int64_t{1} << 30);
+  EXPECT_EQ(p.rows, 2048);
+  EXPECT_GE(p.working_set, int64_t{1} << 30);
+  EXPECT_LT(p.working_set - 2048 * 4032, int64_t{1} << 30);
+  EXPECT_EQ(plan_case(Regime::kDram, 163840, 4032, 16, 2, c, int64_t{1} << 30).copies, 2);
+}
+
+TEST(BenchPlan, CacheRegimesFitTheirBudget) {
+  CacheSizes c{48 << 10, 2 << 20, int64_t{260} << 20, true};
+  CasePlan l2 = plan_case(Regime::kL2, 18432, 4032, 16, 1, c, 0);
+  EXPECT_LE(l2.working_set, 1 << 20);
+  EXPECT_EQ(l2.rows % 16, 0);
+  EXPECT_EQ(plan_case(Regime::kL2, 18432, 4032, 16, 2, c, 0).rows, 2 * l2.rows);
+  CasePlan l3 = plan_case(Regime::kL3, 18432, 4032, 16, 1, c, 0);
+  EXPECT_LE(l3.working_set, 16 << 20);  // a guest's 260 MiB "L3" is capped at 32 MiB
+  EXPECT_EQ(plan_case(Regime::kL2, 32, 4032, 16, 1, c, 0).rows, 32);  // small matrices: all rows
+  EXPECT_EQ(plan_case(Regime::kL2, 100, 1 << 22, 16, 1, c, 0).rows, 16);  // at least one block
+}
+
+TEST(BenchPlan, ShapesParse) {
+  auto s = parse_shape("kimi_expert_gate_up");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->cols, 7168);
+  EXPECT_EQ(s->rows, 2048);
+  auto k = parse_shape("2048x7168");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->cols, 2048);
+  EXPECT_EQ(k->rows, 7168);
+  EXPECT_FALSE(parse_shape("x7168"));
+  EXPECT_FALSE(parse_shape("12x"));
+  EXPECT_FALSE(parse_shape("0x5"));
+}
+
+std::vector<uint8_t> hex(const char* s) {
+  std::vector<uint8_t> v;
+  for (std::istringstream in(s); in >> std::ws && !in.eof();) {
+    unsigned b;
+    in >> std::hex >> b;
+    v.push_back(static_cast<uint8_t>(b));
+  }
+  return v;
+}
+
+std::vector<LoadIsa> host_isas() {
+  std::vector<LoadIsa> v = {LoadIsa::kScalar};
+  HostIsa h = host_isa();
+  if (h.avx2) v.push_back(LoadIsa::kAvx2);
+  if (h.avx512) v.push_back(LoadIsa::kAvx512);
+  return v;
+}
+
+// Dequantises one block through the baseline loop (one-hot activations) and checks the
+// spec's sum and the listed values.
+void check_block(GgmlType t, const std::vector<uint8_t>& block, double sum,
+                 const std::vector<std::pair<int, float>>& values) {
+  const TypeGeometry* g = type_geometry(t);
+  const int64_t n = static_cast<int64_t>(block.size()) / g->block_bytes * g->block_elems;
+  ASSERT_EQ(row_bytes(t, n), static_cast<int64_t>(block.size()));
+  for (LoadIsa isa : host_isas()) {
+    auto fn = cxx_loop_rows_fn(t, isa);
+    ASSERT_TRUE(fn) << fn.error();
+    std::vector<float> ones(static_cast<size_t>(n), 1.0f), y(1);
+    (*fn)(block.data(), static_cast<int64_t>(block.size()), ones.data(), y.data(), n, 0, 1);
+    EXPECT_NEAR(y[0], sum, 1e-6 * std::fabs(sum) + 1e-6) << type_name(t) << " " << load_isa_name(isa);
+    for (auto [i, v] : values) {
+      std::vector<float> e(static_cast<size_t>(n), 0.0f);
+      e[static_cast<size_t>(i)] = 1.0f;
+      (*fn)(block.data(), static_cast<int64_t>(block.size()), e.data(), y.data(), n, 0, 1);
+      EXPECT_EQ(y[0], v) << type_name(t) << " weight " << i << " " << load_isa_name(isa);
+    }
+  }
+}
+
+TEST(CxxLoopBaseline, MatchesSpecExamples) {
+  check_block(GgmlType::Q4_0, hex("00 38 80 91 a2 b3 c4 d5 e6 f7 08 19 2a 3b 4c 5d 6e 7f"), -8,
+              {{0, -4}, {15, 3.5f}, {16, 0}, {31, -0.5f}});
+  std::vector<uint8_t> q8 = {0x00, 0x34};
+  for (int j = 0; j < 32; ++j) q8.push_back(static_cast<uint8_t>(j - 16));
+  check_block(GgmlType::Q8_0, q8, -4, {{0, -4}, {31, 3.75f}});
+  std::vector<uint8_t> q4k = hex("00 3c 00 38 81 82 83 c4 40 41 42 83 01 12 23 8f");
+  for (int i = 0; i < 128; ++i) q4k.push_back(static_cast<uint8_t>(i));
+  check_block(GgmlType::Q4_K, q4k, 34080,
+              {{0, 0}, {31, 15}, {32, -0.5f}, {64, -1}, {128, -8}, {224, 358}, {255, 421}});
+  std::vector<uint8_t> q5k = hex("00 3c 00 38 81 82 83 c4 40 41 42 83 01 12 23 8f");
+  for (int i = 0; i < 32; ++i) q5k.push_back(static_cast<uint8_t>(7 * i + 3));
+  for (int i = 0; i < 128; ++i) q5k.push_back(static_cast<uint8_t>(255 - i));
+  check_block(GgmlType::Q5_K, q5k, 86304, {{0, 31}, {1, 14}, {32, 61.5f}, {128, 487}, {143, -8}});
+  std::vector<uint8_t> q6k;
+  for (int i = 0; i < 128; ++i) q6k.push_back(static_cast<uint8_t>(i));
+  for (int i = 0; i < 64; ++i) q6k.push_back(static_cast<uint8_t>(37 * i));
+  for (int i = 0; i < 16; ++i) q6k.push_back(static_cast<uint8_t>(i % 2 ? -(i + 1) : i + 1));
+  q6k.push_back(0x00);
+  q6k.push_back(0x30);
+  check_block(GgmlType::Q6_K, q6k, -204, {{0, -4}, {15, 3.875f}, {16, 8}, {31, -7.75f}});
+  check_block(GgmlType::F16, hex("00 3c 00 c0 ff 7b 01 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00"),
+              1.0 - 2.0 + 65504 + 5.96046448e-08, {{0, 1}, {1, -2}, {2, 65504}, {3, 0x1p-24f}});
+}
+
+}  // namespace
+}  // namespace zenmoe::tools

@@ -1,0 +1,254 @@
+// `zenmoe bench kernels`: every GEMV kernel and baseline over model shapes in the DRAM and
+// cache-resident regimes, each figure next to the read bandwidth measured just before it.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "codegen/registry.h"
+#include "tools/args.h"
+#include "tools/bench.h"
+#include "tools/bench_gemv.h"
+
+namespace zenmoe::tools {
+namespace {
+
+constexpr const char* kAllFormats = "q4_K,q5_K,q6_K,q8_0,q4_0,bf16,f16,f32";
+constexpr const char* kOneDnnTypes[] = {"f32", "bf16", "s8"};
+
+struct KernelsConfig {
+  std::vector<std::string> formats;
+  std::vector<GemvShape> shapes;
+  std::vector<int> threads;
+  std::vector<Regime> regimes;
+  std::set<Family> families;
+  MeasureOptions opt;
+  int64_t dram_bytes = 0;
+  int64_t max_matrix_bytes = 0;
+  std::string isa, dump_dir;
+  bool json = false;
+};
+
+const std::vector<FlagSpec>& kernels_flags() {
+  static const std::vector<FlagSpec> specs = {
+      {"json", "", false, "print a JSON list, one object per measurement"},
+      {"formats", "", true, std::string("weight formats (default ") + kAllFormats + ")"},
+      {"shapes", "", true, "shape names or COLSxROWS, comma separated (default: Kimi-K2 and bench preset)"},
+      {"threads", "t", true, "thread counts, rows split across threads (default 1,2)"},
+      {"regimes", "", true, "dram, l2, l3 (default all)"},
+      {"kernels", "", true, "families: jit, cxx, onednn (default all)"},
+      {"min-time", "", true, "seconds per measurement over all repetitions (default 0.5)"},
+      {"reps", "", true, "repetitions; the median is reported (default 5)"},
+      {"dram-mib", "", true, "bytes streamed in the DRAM regime and by the bandwidth probe (default: 4x L3, >= 1024)"},
+      {"max-matrix-mib", "", true, "skip matrices larger than this (default 3072)"},
+      {"dump", "", true, "write each generated kernel to DIR as a raw binary"},
+      {"isa", "", true, "cap the ISA level (e.g. avx2, avx512)"},
+      {"help", "h", false, "print this help"},
+  };
+  return specs;
+}
+
+Status parse_lists(const Args& a, KernelsConfig& c) {
+  for (const auto& f : split_list(a.get("formats", kAllFormats))) {
+    GgmlType t;
+    const std::vector<std::string> known = split_list(kAllFormats);
+    if (!type_from_name(f.c_str(), &t) || std::find(known.begin(), known.end(), type_name(t)) == known.end())
+      return Error{"--formats: unsupported format '" + f + "' (expected some of " + kAllFormats + ")"};
+    c.formats.push_back(type_name(t));
+  }
+  std::string shapes_default;
+  for (const auto& s : standard_shapes()) shapes_default += (shapes_default.empty() ? "" : ",") + s.name;
+  for (const auto& s : split_list(a.get("shapes", shapes_default))) {
+    auto sh = parse_shape(s);
+    if (!sh) return Error{"--shapes: " + sh.error()};
+    c.shapes.push_back(*sh);
+  }
+  for (const auto& r : split_list(a.get("regimes", "dram,l2,l3"))) {
+    auto rg = parse_regime(r);
+    if (!rg) return Error{"--regimes: " + rg.error()};
+    c.regimes.push_back(*rg);
+  }
+  for (const auto& k : split_list(a.get("kernels", "jit,cxx,onednn"))) {
+    if (k == "jit") c.families.insert(Family::kJit);
+    else if (k == "cxx") c.families.insert(Family::kCxxLoop);
+    else if (k == "onednn") c.families.insert(Family::kOneDnn);
+    else return Error{"--kernels: unknown family '" + k + "' (expected jit, cxx or onednn)"};
+  }
+  auto th = parse_thread_list("threads", a.get("threads", "1,2"));
+  if (!th) return th.status();
+  c.threads = *th;
+  if (c.formats.empty() || c.shapes.empty() || c.regimes.empty() || c.families.empty())
+    return Error{"nothing to measure: --formats, --shapes, --regimes and --kernels must not be empty"};
+  return Status::ok();
+}
+
+Expected<KernelsConfig> parse_config(const Args& a) {
+  KernelsConfig c;
+  ZENMOE_RETURN_IF_ERROR(parse_lists(a, c));
+  const CacheSizes caches = read_cache_sizes();
+  auto min_time = a.get_double("min-time", 0.5, 1e-4, 3600);
+  auto reps = a.get_int("reps", 5, 1, 1000);
+  auto dram = a.get_int("dram-mib", dram_working_set_bytes(caches) >> 20, 1, int64_t{1} << 20);
+  auto maxm = a.get_int("max-matrix-mib", 3072, 1, int64_t{1} << 20);
+  for (const Status& s : {min_time.status(), reps.status(), dram.status(), maxm.status()})
+    ZENMOE_RETURN_IF_ERROR(s);
+  c.opt.min_time = *min_time;
+  c.opt.reps = static_cast<int>(*reps);
+  c.dram_bytes = *dram << 20;
+  c.max_matrix_bytes = *maxm << 20;
+  c.isa = a.get("isa");
+  auto isa = choose_load_isa(c.isa);
+  if (!isa) return Error{"--isa: " + isa.error()};
+  c.dump_dir = a.get("dump");
+  if (a.has("dump")) {
+    struct stat st;
+    if (c.dump_dir.empty() || (stat(c.dump_dir.c_str(), &st) != 0 && mkdir(c.dump_dir.c_str(), 0755) != 0))
+      return Error{"--dump: cannot create directory '" + c.dump_dir + "'"};
+  }
+  c.json = a.has("json");
+  return c;
+}
+
+// Every runner request of the configuration, in table order: generated kernels first, then
+// the C++ loops, then oneDNN.
+std::vector<RunnerRequest> requests(const KernelsConfig& c) {
+  std::vector<RunnerRequest> out;
+  for (Family fam : {Family::kJit, Family::kCxxLoop}) {
+    if (!c.families.count(fam)) continue;
+    for (const auto& f : c.formats) out.push_back({fam, f, c.isa});
+  }
+  if (c.families.count(Family::kOneDnn))
+    for (const char* t : kOneDnnTypes) out.push_back({Family::kOneDnn, t, c.isa});
+  return out;
+}
+
+// Row bytes before the runner exists (its packed layout may differ a little).
+int64_t approx_row_bytes(const RunnerRequest& r, int64_t cols) {
+  if (r.family == Family::kOneDnn) return cols * (r.format == "f32" ? 4 : r.format == "bf16" ? 2 : 1);
+  GgmlType t;
+  type_from_name(r.format.c_str(), &t);
+  return row_bytes(t, cols);
+}
+
+nlohmann::json to_json(const CaseResult& r, int64_t working_set) {
+  return {{"kernel", r.kernel}, {"format", r.format}, {"shape", r.shape}, {"rows", r.rows},
+          {"cols", r.cols}, {"measured_rows", r.measured_rows}, {"regime", regime_name(r.regime)},
+          {"threads", r.threads}, {"copies", r.copies}, {"working_set_bytes", working_set},
+          {"bytes_per_call", r.bytes_per_call}, {"seconds_per_call", r.seconds},
+          {"weight_gbps", r.weight_gbps}, {"read_bw_gbps", r.read_bw_gbps},
+          {"fraction_of_read_bw", r.fraction_of_read_bw}, {"gflops", r.gflops}, {"reps", r.reps},
+          {"impl", r.impl}};
+}
+
+void print_header() {
+  std::printf("%-44s %-6s %-22s %6s %6s %-5s %3s %7s %10s %8s %8s %6s %8s  %s\n", "kernel", "format",
+              "shape", "K", "N", "reg", "thr", "rows", "us/call", "GB/s", "bw GB/s", "%bw", "GFLOP/s",
+              "impl");
+  std::fflush(stdout);
+}
+
+void print_row(const CaseResult& r) {
+  std::printf("%-44s %-6s %-22s %6lld %6lld %-5s %3d %7lld %10.1f %8.2f %8.2f %5.1f%% %8.2f  %s\n",
+              r.kernel.c_str(), r.format.c_str(), r.shape.c_str(), static_cast<long long>(r.cols),
+              static_cast<long long>(r.rows), regime_name(r.regime), r.threads,
+              static_cast<long long>(r.measured_rows), r.seconds * 1e6, r.weight_gbps, r.read_bw_gbps,
+              100 * r.fraction_of_read_bw, r.gflops, r.impl.c_str());
+  std::fflush(stdout);
+}
+
+// Measures one request over one shape in one regime for every thread count. Runners are
+// rebuilt only when the plan (rows, copies) changes.
+class CaseRunner {
+ public:
+  CaseRunner(const KernelsConfig& cfg, BandwidthProbe& probe, nlohmann::json& out)
+      : cfg_(cfg), probe_(probe), out_(out), caches_(read_cache_sizes()) {}
+
+  void run(const GemvShape& shape, const RunnerRequest& req, Regime regime) {
+    const int64_t bpr = approx_row_bytes(req, shape.cols);
+    std::unique_ptr<GemvRunner> runner;
+    CasePlan built;
+    for (int t : cfg_.threads) {
+      CasePlan plan = plan_case(regime, shape.rows, bpr, 16, t, caches_, cfg_.dram_bytes);
+      if (plan.rows * bpr > cfg_.max_matrix_bytes) {
+        note(req, shape, "skipped: matrix larger than --max-matrix-mib");
+        return;
+      }
+      if (!runner || plan.rows != built.rows || plan.copies != built.copies) {
+        runner.reset();
+        auto r = make_runner(req, plan.rows, shape.cols);
+        if (!r) return note(req, shape, r.error());
+        Status st = (*r)->prepare(plan.copies);
+        if (!st) return note(req, shape, st.message());
+        runner = std::move(*r);
+        built = plan;
+      }
+      measure(*runner, shape, regime, t, plan);
+    }
+  }
+
+ private:
+  void measure(GemvRunner& runner, const GemvShape& shape, Regime regime, int t, const CasePlan& plan) {
+    ThreadTeam team(t);
+    // The DRAM figures are compared with a bandwidth measured right before them; cache
+    // regimes reuse the latest figure for the same thread count.
+    if (regime == Regime::kDram || !bw_.count(t)) bw_[t] = probe_.measure(team, cfg_.opt.reps).median_gbps;
+    CaseResult r = measure_case(runner, team, regime, plan.copies, bw_[t], cfg_.opt);
+    r.shape = shape.name;
+    r.rows = shape.rows;
+    r.measured_rows = plan.rows;
+    if (cfg_.json) out_.push_back(to_json(r, runner.matrix_bytes() * plan.copies));
+    else print_row(r);
+  }
+
+  // One stderr line per (kernel family, format, reason): a format a family cannot run is
+  // not an error of the whole benchmark.
+  void note(const RunnerRequest& req, const GemvShape& shape, const std::string& why) {
+    std::string key = std::to_string(static_cast<int>(req.family)) + req.format + why;
+    if (!noted_.insert(key).second) return;
+    std::fprintf(stderr, "zenmoe: bench kernels: %s (%s, e.g. shape %s)\n", why.c_str(),
+                 req.format.c_str(), shape.name.c_str());
+  }
+
+  const KernelsConfig& cfg_;
+  BandwidthProbe& probe_;
+  nlohmann::json& out_;
+  CacheSizes caches_;
+  std::map<int, double> bw_;
+  std::set<std::string> noted_;
+};
+
+}  // namespace
+
+int bench_kernels(int argc, char** argv, int first) {
+  auto args = Args::parse(argc, argv, first, kernels_flags());
+  if (!args) return fail(args.error());
+  if (args->has("help")) {
+    std::printf("%s", usage_text("bench kernels [options]", kernels_flags()).c_str());
+    return 0;
+  }
+  if (!args->positionals().empty())
+    return fail("bench kernels takes no positional argument ('" + args->positionals()[0] + "')");
+  auto cfg = parse_config(*args);
+  if (!cfg) return fail(cfg.error());
+  auto isa = choose_load_isa(cfg->isa);
+  auto probe = BandwidthProbe::make(cfg->dram_bytes, *isa);
+  if (!probe) return fail(probe.error());
+  nlohmann::json out = nlohmann::json::array();
+  if (!cfg->json) print_header();
+  CaseRunner cases(*cfg, *probe, out);
+  for (const auto& shape : cfg->shapes)
+    for (const auto& req : requests(*cfg))
+      for (Regime regime : cfg->regimes) cases.run(shape, req, regime);
+  if (cfg->json) std::printf("%s\n", out.dump(2).c_str());
+  if (!cfg->dump_dir.empty()) {
+    auto n = global_registry().dump(cfg->dump_dir);
+    if (!n) return fail("--dump: " + n.error());
+    std::fprintf(stderr, "zenmoe: wrote %d generated kernel(s) to %s\n", *n, cfg->dump_dir.c_str());
+  }
+  return 0;
+}
+
+}  // namespace zenmoe::tools
