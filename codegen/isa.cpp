@@ -52,6 +52,7 @@ CpuFeatures read_features() {
   if (max_leaf >= 7) {
     const Regs r7 = cpuid(7, 0);
     f.avx2 = bit(r7.b, 5);
+    f.bmi1 = bit(r7.b, 3);
     f.bmi2 = bit(r7.b, 8);
     f.avx512f = bit(r7.b, 16);
     f.avx512dq = bit(r7.b, 17);
@@ -66,7 +67,7 @@ CpuFeatures read_features() {
 }
 
 bool level_supported(const CpuFeatures& f, IsaLevel level) {
-  const bool avx2 = f.avx && f.avx2 && f.fma && f.f16c && f.bmi2 && f.os_ymm;
+  const bool avx2 = f.avx && f.avx2 && f.fma && f.f16c && f.bmi1 && f.bmi2 && f.os_ymm;
   const bool avx512 = avx2 && f.os_zmm && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
   switch (level) {
     case IsaLevel::kScalar: return true;

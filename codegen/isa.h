@@ -15,7 +15,7 @@ namespace zenmoe::isa {
 
 // Ordered instruction-set levels; each includes everything below it.
 //   scalar      plain C++ (the packed-layout reference), always available
-//   avx2        AVX2 + FMA + F16C (+ OS YMM state)
+//   avx2        AVX2 + FMA + F16C + BMI1/2 (+ OS YMM state)
 //   avx512      AVX-512 F/BW/VL/DQ (+ OS ZMM and opmask state)
 //   avx512vnni  + AVX512_VNNI (vpdpbusd)
 //   avx512bf16  + AVX512_BF16 (vdpbf16ps)
@@ -33,7 +33,7 @@ struct CpuFeatures {
   int family = 0;  // display family (base + extended)
   int model = 0;   // display model (with extended model)
   bool os_ymm = false, os_zmm = false;  // XCR0 says the OS saves YMM / ZMM+opmask state
-  bool sse42 = false, avx = false, avx2 = false, fma = false, f16c = false, bmi2 = false;
+  bool sse42 = false, avx = false, avx2 = false, fma = false, f16c = false, bmi1 = false, bmi2 = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512vbmi = false, avx512bf16 = false, gfni = false;
 };

@@ -98,6 +98,10 @@ Status validate(const KernelDesc& d) {
   if (d.cols <= 0 || d.cols % g->block_elems != 0 || d.cols > (1 << 20))
     return Error{name + ": K = " + std::to_string(d.cols) + " is not a positive multiple of " +
                  std::to_string(g->block_elems) + " up to 2^20"};
+  const bool rows16 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0 || d.weight == GgmlType::Q6_K ||
+                      d.weight == GgmlType::F32 || d.weight == GgmlType::F16 || d.weight == GgmlType::BF16;
+  if (rows16 && d.row_block != 16)
+    return Error{name + ": " + type_name(d.weight) + " kernels block 16 rows (one per vector lane)"};
   if (d.row_block < 2 || d.row_block > 16 || d.row_block % 2 != 0)
     return Error{name + ": row block " + std::to_string(d.row_block) + " is not even in 2..16"};
   if (d.prefetch < 0 || d.prefetch > (1 << 16) || d.prefetch % 64 != 0)
@@ -120,7 +124,8 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
   d.cols = cols;
   d.isa = target.level;
   d.tuning = target.tuning;
-  d.row_block = 8;
+  // Row-per-lane layouts (kernels/pack.h) block 16 rows; K-quants block 8 (4 row pairs).
+  d.row_block = weight == GgmlType::Q4_K ? 8 : 16;
   d.prefetch = target.level == isa::IsaLevel::kScalar ? 0 : isa::tuning_hints(target.tuning).prefetch_distance;
   return d;
 }

@@ -1,5 +1,7 @@
 #include "kernels/pack.h"
 
+#include "kernels/pack_q6k.h"
+#include "kernels/pack_rows16.h"
 #include "kernels/ref/fp16.h"
 
 #include <cstdlib>
@@ -101,12 +103,17 @@ float dot_q4k_packed(const PackLayout& L, const uint8_t* group, int64_t i, const
 
 void AlignedFree::operator()(uint8_t* p) const { std::free(p); }
 
-bool pack_supported(GgmlType format) { return format == GgmlType::Q4_K; }
+bool pack_supported(GgmlType format) {
+  return format == GgmlType::Q4_K || format == GgmlType::Q6_K || pack_detail::rows16_format(format);
+}
 
 Expected<PackLayout> pack_layout(GgmlType format, int32_t row_block, int64_t rows, int64_t cols) {
   const std::string what = std::string("pack ") + type_name(format) + " " + std::to_string(rows) +
                            "x" + std::to_string(cols) + ": ";
   if (!pack_supported(format)) return Error{what + "format has no packed layout"};
+  const bool rows16 = pack_detail::rows16_format(format) || format == GgmlType::Q6_K;
+  if (rows16 && row_block != pack_detail::kRows16)
+    return Error{what + "row block must be 16 (one row per vector lane), not " + std::to_string(row_block)};
   if (row_block < 2 || row_block > 16 || row_block % 2 != 0)
     return Error{what + "row block " + std::to_string(row_block) + " is not even in 2..16"};
   if (rows <= 0 || rows > (int64_t{1} << 31)) return Error{what + "row count out of range"};
@@ -119,7 +126,10 @@ Expected<PackLayout> pack_layout(GgmlType format, int32_t row_block, int64_t row
   L.rows = rows;
   L.cols = cols;
   L.groups = (rows + row_block - 1) / row_block;
-  L.group_stride = round_up(cols / kQK_K * row_block * 148, kAlign);
+  const int64_t raw = format == GgmlType::Q6_K ? pack_detail::q6k_group_bytes(cols)
+                      : rows16                 ? pack_detail::rows16_group_bytes(format, cols)
+                                               : cols / kQK_K * row_block * 148;
+  L.group_stride = round_up(raw, kAlign);
   L.total_bytes = L.groups * L.group_stride;
   return L;
 }
@@ -132,7 +142,13 @@ Status pack_into(const PackLayout& L, const void* src, size_t src_bytes, uint8_t
                  std::to_string(src_bytes) + " bytes, " + std::to_string(need) + " needed"};
   if (reinterpret_cast<uintptr_t>(dst) % kAlign != 0) return Error{"pack: destination not 64-byte aligned"};
   std::memset(dst, 0, static_cast<size_t>(L.total_bytes));
-  pack_q4k(L, static_cast<const uint8_t*>(src), dst);
+  if (L.format == GgmlType::Q6_K) {
+    pack_detail::q6k_pack(L, static_cast<const uint8_t*>(src), dst);
+  } else if (pack_detail::rows16_format(L.format)) {
+    pack_detail::rows16_pack(L, static_cast<const uint8_t*>(src), dst);
+  } else {
+    pack_q4k(L, static_cast<const uint8_t*>(src), dst);
+  }
   return Status::ok();
 }
 
@@ -152,9 +168,13 @@ Status gemv_packed_ref(const PackLayout& L, const uint8_t* packed, const void* x
                        int64_t r0, int64_t r1, bool accumulate, float alpha) {
   if (r0 < 0 || r1 > L.rows || r0 > r1) return Error{"gemv_packed_ref: row range out of bounds"};
   if (!pack_supported(L.format)) return Error{"gemv_packed_ref: format has no packed layout"};
-  const auto* xq = static_cast<const BlockQ8_K*>(x);
+  const bool rows16 = pack_detail::rows16_format(L.format);
   for (int64_t r = r0; r < r1; ++r) {
-    const float v = dot_q4k_packed(L, packed + (r / L.row_block) * L.group_stride, r % L.row_block, xq);
+    const uint8_t* group = packed + (r / L.row_block) * L.group_stride;
+    const int64_t i = r % L.row_block;
+    const float v = L.format == GgmlType::Q6_K ? pack_detail::q6k_dot(L, group, i, static_cast<const BlockQ8_K*>(x))
+                    : rows16                   ? pack_detail::rows16_dot(L, group, i, x)
+                                               : dot_q4k_packed(L, group, i, static_cast<const BlockQ8_K*>(x));
     y[r] = accumulate ? y[r] + alpha * v : v;
   }
   return Status::ok();

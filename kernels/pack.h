@@ -16,6 +16,21 @@
 //   scales at S*R*128:    [S][R/2][32 bytes]: sc[2s+h] then m[2s+h] (the 6-bit values of
 //                         spec §2.5 expanded to bytes, interleaved like the lanes)
 //   d      at S*R*144:    [S][2][R] f16: d of the R rows, then dmin of the R rows.
+//
+// Row block 16, one row per 32-bit lane of a 512-bit vector (nb = K/32 blocks):
+// Q8_0: codes [nb][8 chunks][16 rows][4 bytes] (byte t of chunk c = q[4c+t] + 128), then
+//       d [nb][16 rows] f16. Group stride round_up(nb*544, 64).
+// Q4_0: codes [nb][4 chunks][16 rows][4 bytes] (byte t of chunk c: low nibble = code of
+//       weight 4c+t, high nibble = code of weight 16+4c+t, codes 0..15 unbiased), then
+//       d [nb][16] f16. Group stride round_up(nb*288, 64).
+// F32 / F16 / BF16: [K][16 rows] elements (column-major inside the group).
+// Q6_K (S = K/256 super-blocks; 6-bit codes c = q + 32 in 0..63; sub-block s = 0..15 of 16):
+//   low nibbles at 0:      [S][32 chunks (4s'+j, s' = 0..7, j = 0..3)][16 rows][4 bytes]:
+//                          byte t = c(16s'+4j+t) & 15 | (c(16(s'+8)+4j+t) & 15) << 4
+//   high bits at S*2048:   [S][16 chunks (4s''+j, s'' = 0..3)][16 rows][4 bytes]:
+//                          bits 2k..2k+1 of byte t = c(16(s''+4k)+4j+t) >> 4, k = 0..3
+//   scales at S*3072:      [S][16 sub-blocks][16 rows] int8
+//   d at S*3328:           [S][16 rows] f16. Group stride round_up(S*3360, 64).
 #pragma once
 
 #include <cstddef>

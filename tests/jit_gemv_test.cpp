@@ -74,6 +74,51 @@ std::vector<IsaLevel> q4k_levels() {
 INSTANTIATE_TEST_SUITE_P(Host, Q4KGemv, ::testing::ValuesIn(q4k_levels()),
                          [](const ::testing::TestParamInfo<IsaLevel>& i) { return std::string(isa::level_name(i.param)); });
 
+// Row-per-lane formats: Q8_0 and Q4_0 (K a multiple of 32) and the plain float formats.
+using FormatLevel = std::pair<GgmlType, IsaLevel>;
+class Rows16Gemv : public ::testing::TestWithParam<FormatLevel> {};
+
+std::vector<int64_t> legal_ks(GgmlType f) {
+  if (f == GgmlType::Q8_0 || f == GgmlType::Q4_0) return {32, 96, 256, 2048, 7168, 18432};
+  if (f == GgmlType::Q6_K) return {256, 512, 2048, 7168, 18432};
+  return {1, 7, 16, 33, 256, 2048, 7168};
+}
+
+TEST_P(Rows16Gemv, AllK) {
+  const auto [f, level] = GetParam();
+  for (int64_t k : legal_ks(f))
+    for (int64_t rows : {1, 3, 17})
+      GemvTester().format(f).isa(level).cols(k).rows(k > 2048 ? rows : rows + 16).Test();
+  GemvTester().format(f).isa(level).cols(18432 - (f == GgmlType::F32 ? 32 : 0)).rows(2).Test();
+  GemvTester().format(f).isa(level).cols(256).rows(48).Test();
+}
+
+TEST_P(Rows16Gemv, UnalignedOutputAndAccumulate) {
+  const auto [f, level] = GetParam();
+  for (int off : {1, 3})
+    for (bool acc : {false, true}) GemvTester().format(f).isa(level).cols(2048).rows(37).y_offset(off).accumulate(acc).Test();
+}
+
+TEST_P(Rows16Gemv, DataKinds) {
+  const auto [f, level] = GetParam();
+  for (Data data : {Data::kZeroScales, Data::kExtreme, Data::kAdversarial, Data::kExact})
+    for (int64_t k : {256, 2048}) GemvTester().format(f).isa(level).cols(k).rows(19).data(data).Test();
+  for (uint32_t s = 2; s < 5; ++s) GemvTester().format(f).isa(level).cols(512).rows(33).seed(s).Test();
+  GemvTester().format(f).isa(level).cols(512).rows(33).prefetch(0).Test();
+}
+
+std::vector<FormatLevel> rows16_variants() {
+  std::vector<FormatLevel> out;
+  for (GgmlType f : {GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F32, GgmlType::F16, GgmlType::BF16})
+    for (const auto& v : variants(f)) out.push_back(v);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, Rows16Gemv, ::testing::ValuesIn(rows16_variants()),
+                         [](const ::testing::TestParamInfo<FormatLevel>& i) {
+                           return std::string(format_short_name(i.param.first)) + "_" + isa::level_name(i.param.second);
+                         });
+
 TEST(JitGemv, HostRunsAnAvx512Q4KKernelWhenItHasAvx512) {
   // Guards against the variant list silently shrinking to the scalar reference.
   if (isa::host_supports(IsaLevel::kAvx512Vnni)) {

@@ -48,7 +48,7 @@ class GemvTester {
   KernelDesc desc() const {
     KernelDesc d = default_gemv_desc(format_, static_cast<int32_t>(cols_), {isa_, tuning_},
                                      accumulate_ ? KernelOp::kGemvAccumulate : KernelOp::kGemv);
-    d.row_block = static_cast<uint16_t>(row_block_);
+    if (row_block_ != 0) d.row_block = static_cast<uint16_t>(row_block_);
     if (prefetch_ >= 0) d.prefetch = prefetch_;
     return d;
   }
@@ -64,7 +64,7 @@ class GemvTester {
   GgmlType format_ = GgmlType::Q4_K;
   isa::IsaLevel isa_ = isa::IsaLevel::kScalar;
   isa::Tuning tuning_ = isa::Tuning::kGeneric;
-  int row_block_ = 8;
+  int row_block_ = 0;  // 0: the descriptor default for the format
   Data data_ = Data::kRandom;
   bool accumulate_ = false;
   int y_offset_ = 0;
@@ -99,9 +99,7 @@ inline uint32_t bits(float f) {
 
 }  // namespace detail
 
-inline void GemvTester::make_weights(std::mt19937& rng, std::vector<uint8_t>* w) const {
-  const int64_t nb = rows_ * cols_ / kQK_K;
-  w->assign(static_cast<size_t>(nb) * sizeof(BlockQ4_K), 0);
+inline void fill_q4k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.0005f, 0.05f);
   for (int64_t i = 0; i < nb; ++i) {
@@ -110,7 +108,7 @@ inline void GemvTester::make_weights(std::mt19937& rng, std::vector<uint8_t>* w)
     for (auto& s : b.scales) s = static_cast<uint8_t>(byte(rng));
     b.d = ref::fp32_to_fp16(scale(rng));
     b.dmin = ref::fp32_to_fp16(scale(rng));
-    switch (data_) {
+    switch (data) {
       case Data::kRandom: break;
       case Data::kZeroScales: b.d = 0; b.dmin = 0; break;
       case Data::kExtreme:
@@ -130,41 +128,141 @@ inline void GemvTester::make_weights(std::mt19937& rng, std::vector<uint8_t>* w)
         b.dmin = 0x3800;  // 0.5
         break;
     }
-    std::memcpy(w->data() + i * sizeof(BlockQ4_K), &b, sizeof b);
+    std::memcpy(out + i * sizeof(BlockQ4_K), &b, sizeof b);
   }
+}
+
+// Q8_0 (int8 codes) and Q4_0 (nibbles) blocks of 32.
+inline void fill_q32(GgmlType f, Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.0005f, 0.05f);
+  const size_t bs = f == GgmlType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t* blk = out + i * bs;
+    uint16_t d = ref::fp32_to_fp16(scale(rng));
+    for (size_t j = 2; j < bs; ++j) {
+      int v = byte(rng);
+      if (data == Data::kExtreme) v = f == GgmlType::Q8_0 ? ((j % 2) ? 0x80 : 0x7F) : 0xFF;  // -128 / 127, code 15
+      if (data == Data::kAdversarial) v = f == GgmlType::Q8_0 ? 0x7F : 0x00;                 // 127, code 0 (= -8)
+      if (data == Data::kExact && f == GgmlType::Q8_0) v = (v % 16) - 8;                        // small codes
+      blk[j] = static_cast<uint8_t>(v);
+    }
+    if (data == Data::kZeroScales) d = 0;
+    if (data == Data::kExtreme) d = (i % 2) ? 0x7BFF : 0x0001;
+    if (data == Data::kExact) d = 0x3C00;
+    std::memcpy(blk, &d, 2);
+  }
+}
+
+inline int q6k_code(const BlockQ6_K& b, int w) {
+  const int h = w / 128, r = w % 128, quarter = r / 32, l = r % 32;
+  const uint8_t lo_byte = b.ql[64 * h + l + 32 * (quarter & 1)];
+  const int lo = quarter < 2 ? (lo_byte & 0x0F) : (lo_byte >> 4);
+  return lo | (((b.qh[32 * h + l] >> (2 * quarter)) & 3) << 4);
+}
+
+inline void fill_q6k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.0005f, 0.05f);
+  for (int64_t i = 0; i < nb; ++i) {
+    BlockQ6_K b{};
+    for (auto& q : b.ql) q = static_cast<uint8_t>(byte(rng));
+    for (auto& q : b.qh) q = static_cast<uint8_t>(byte(rng));
+    for (auto& s : b.scales) s = static_cast<int8_t>(byte(rng) - 128);
+    b.d = ref::fp32_to_fp16(scale(rng));
+    switch (data) {
+      case Data::kRandom: break;
+      case Data::kZeroScales: b.d = 0; break;
+      case Data::kExtreme:
+        for (auto& q : b.ql) q = 0xFF;
+        for (auto& q : b.qh) q = 0xFF;
+        for (int s = 0; s < 16; ++s) b.scales[s] = static_cast<int8_t>(s % 2 ? 127 : -128);
+        b.d = (i % 2) ? 0x7BFF : 0x0001;
+        break;
+      case Data::kAdversarial:
+        for (auto& q : b.ql) q = 0x00;
+        for (auto& q : b.qh) q = 0x00;  // every code -32
+        for (auto& s : b.scales) s = 127;
+        break;
+      case Data::kExact:
+        for (auto& s : b.scales) s = static_cast<int8_t>(byte(rng) % 3 - 1);
+        b.d = 0x3C00;
+        break;
+    }
+    std::memcpy(out + i * sizeof(BlockQ6_K), &b, sizeof b);
+  }
+}
+
+inline double q6k_terms(const uint8_t* wrow, const uint8_t* x, int64_t nb) {
+  double T = 0.0;
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ6_K w;
+    BlockQ8_K a;
+    std::memcpy(&w, wrow + b * sizeof w, sizeof w);
+    std::memcpy(&a, x + b * sizeof a, sizeof a);
+    double t = 0.0;
+    for (int i = 0; i < 256; ++i) t += std::abs(double(w.scales[i / 16]) * (q6k_code(w, i) - 32) * a.qs[i]);
+    T += std::abs(double(ref::fp16_to_fp32(w.d)) * double(a.d)) * t;
+  }
+  return T;
+}
+
+inline float plain_sample(Data data, std::mt19937& rng, int64_t i) {
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  switch (data) {
+    case Data::kRandom: return u(rng);
+    case Data::kZeroScales: return 0.0f;
+    case Data::kExtreme: return (i % 2) ? 60000.0f : 1e-7f * float(i % 5);
+    case Data::kAdversarial: return (i % 2 ? 1.0f : -1.0f) * (1000.0f + float(i % 3));
+    case Data::kExact: return float(int(u(rng) * 8.0f));
+  }
+  return 0.0f;
+}
+
+inline void GemvTester::make_weights(std::mt19937& rng, std::vector<uint8_t>* w) const {
+  const int64_t rb = row_bytes(format_, cols_);
+  w->assign(static_cast<size_t>(rows_ * rb), 0);
+  const int64_t nb = rows_ * cols_ / type_geometry(format_)->block_elems;
+  if (format_ == GgmlType::Q4_K) return fill_q4k(data_, rng, nb, w->data());
+  if (format_ == GgmlType::Q6_K) return fill_q6k(data_, rng, nb, w->data());
+  if (format_ == GgmlType::Q8_0 || format_ == GgmlType::Q4_0) return fill_q32(format_, data_, rng, nb, w->data());
+  std::vector<float> f(static_cast<size_t>(rows_ * cols_));
+  for (int64_t i = 0; i < rows_ * cols_; ++i) f[static_cast<size_t>(i)] = plain_sample(data_, rng, i);
+  ref::quantize_row(format_, f.data(), w->data(), rows_ * cols_);
 }
 
 inline void GemvTester::make_activations(std::mt19937& rng, std::vector<uint8_t>* x) const {
-  const int64_t nb = cols_ / kQK_K;
-  x->assign(static_cast<size_t>(nb) * sizeof(BlockQ8_K), 0);
+  const GgmlType act = format_traits(format_)->vec_dot_type;
+  x->assign(static_cast<size_t>(row_bytes(act, cols_)), 0);
   std::vector<float> f(static_cast<size_t>(cols_));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const bool plain = act == GgmlType::F32 || act == GgmlType::F16 || act == GgmlType::BF16;
   for (int64_t i = 0; i < cols_; ++i) {
     float v = u(rng);
-    if (data_ == Data::kExtreme) v = (i % 2 ? 1.0f : -1.0f) * 1e4f;
+    if (plain) v = data_ == Data::kExact ? float(int(v * 8.0f)) : v;
+    if (data_ == Data::kExtreme) v = (i % 2 ? 1.0f : -1.0f) * (plain ? 2.0f : 1e4f);
     if (data_ == Data::kAdversarial) v = (i % 2 ? 1.0f : -1.0f) * (1.0f + 1e-3f * float(i % 7));
-    if (data_ == Data::kZeroScales && (i / kQK_K) % 2 == 1) v = 0.0f;  // d_y = 0 blocks
+    if (data_ == Data::kZeroScales && (i / 256) % 2 == 1) v = 0.0f;  // zero activation blocks
     f[static_cast<size_t>(i)] = v;
   }
-  ref::quantize_row(GgmlType::Q8_K, f.data(), x->data(), cols_);
-  if (data_ != Data::kExact) return;
-  // Exact: a power-of-two d_y keeps every partial sum representable.
-  for (int64_t b = 0; b < nb; ++b) {
-    BlockQ8_K blk;
-    std::memcpy(&blk, x->data() + b * sizeof(BlockQ8_K), sizeof blk);
-    blk.d = 1.0f / 128.0f;
-    std::memcpy(x->data() + b * sizeof(BlockQ8_K), &blk, sizeof blk);
+  ref::quantize_row(act, f.data(), x->data(), cols_);
+  if (data_ != Data::kExact || plain) return;
+  // Exact: a power-of-two activation scale keeps every partial sum representable.
+  if (act == GgmlType::Q8_K) {
+    for (int64_t b = 0; b < cols_ / kQK_K; ++b) {
+      const float d = 1.0f / 128.0f;
+      std::memcpy(x->data() + b * sizeof(BlockQ8_K), &d, 4);
+    }
+  } else {
+    for (int64_t b = 0; b < cols_ / kQK; ++b) {
+      const uint16_t d = 0x2000;  // 2^-7
+      std::memcpy(x->data() + b * sizeof(BlockQ8_0), &d, 2);
+    }
   }
 }
 
-// Spec §2.12: the kernel and the reference compute the same integers per super-block and
-// differ only in how the float terms d_y*(d*sumi_s) and d_y*(dmin*sumi_min) are summed.
-// Each float term passes through at most (super-blocks + 8 lane folds + 3) roundings on
-// either side, so |kernel - ref| <= 2 * (S + 11) * 2^-24 * T with T the sum of the absolute
-// values of every lane term (sub-block sums taken with |q|*|x8|). A small margin covers the
-// two extra roundings of d*d_y.
-inline double GemvTester::error_bound(const uint8_t* wrow, const uint8_t* x) const {
-  const int64_t nb = cols_ / kQK_K;
+// T = the sum of |every float term| the kernel adds, for the bound below.
+inline double q4k_terms(const uint8_t* wrow, const uint8_t* x, int64_t nb) {
   double T = 0.0;
   for (int64_t b = 0; b < nb; ++b) {
     BlockQ4_K w;
@@ -186,7 +284,52 @@ inline double GemvTester::error_bound(const uint8_t* wrow, const uint8_t* x) con
     T += std::abs(double(a.d)) * (std::abs(double(ref::fp16_to_fp32(w.d))) * ts +
                                   std::abs(double(ref::fp16_to_fp32(w.dmin))) * tm);
   }
-  return 2.0 * double(nb + 14) * std::ldexp(1.0, -24) * T;
+  return T;
+}
+
+inline double q32_terms(GgmlType f, const uint8_t* wrow, const uint8_t* x, int64_t nb) {
+  const size_t bs = f == GgmlType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  double T = 0.0;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* w = wrow + b * bs;
+    BlockQ8_0 a;
+    std::memcpy(&a, x + b * sizeof a, sizeof a);
+    uint16_t dw;
+    std::memcpy(&dw, w, 2);
+    double s = 0.0;
+    for (int j = 0; j < 32; ++j) {
+      const int q = f == GgmlType::Q8_0 ? int(int8_t(w[2 + j]))
+                                        : (j < 16 ? (w[2 + j] & 0x0F) : (w[2 + j - 16] >> 4)) - 8;
+      s += std::abs(q * a.qs[j]);
+    }
+    T += std::abs(double(ref::fp16_to_fp32(dw)) * double(ref::fp16_to_fp32(a.d))) * s;
+  }
+  return T;
+}
+
+inline double plain_terms(GgmlType f, const uint8_t* wrow, const uint8_t* x, int64_t n) {
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+  ref::dequantize_row(f, wrow, a.data(), n);
+  ref::dequantize_row(f, x, b.data(), n);
+  double T = 0.0;
+  for (int64_t i = 0; i < n; ++i) T += std::abs(double(a[i]) * double(b[i]));
+  return T;
+}
+
+// Spec §2.12: kernel and reference compute the same integers per block and differ only in
+// how the float terms are summed. Each term passes through at most (blocks + 8 lane folds +
+// a few) roundings on either side, so |kernel - ref| <= 2 * (blocks + 14) * 2^-24 * T with
+// T the sum of the absolute values of all terms. Float formats: the kernel sums K/4 terms
+// per accumulator then folds 4 accumulators; the reference rounds each f32 product once.
+inline double GemvTester::error_bound(const uint8_t* wrow, const uint8_t* x) const {
+  const double u = std::ldexp(1.0, -24);
+  switch (format_) {
+    case GgmlType::Q4_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q4k_terms(wrow, x, cols_ / kQK_K);
+    case GgmlType::Q6_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q6k_terms(wrow, x, cols_ / kQK_K);
+    case GgmlType::Q8_0: case GgmlType::Q4_0:
+      return 2.0 * double(cols_ / kQK + 14) * u * q32_terms(format_, wrow, x, cols_ / kQK);
+    default: return 2.0 * double(cols_ / 4 + 14) * u * plain_terms(format_, wrow, x, cols_);
+  }
 }
 
 inline void GemvTester::Test() const {
@@ -198,7 +341,7 @@ inline void GemvTester::Test() const {
   SCOPED_TRACE(instance_name(d) + " rows " + std::to_string(rows_));
   Expected<std::shared_ptr<const Kernel>> k = global_registry().get(d);
   ASSERT_TRUE(k.has_value()) << k.error();
-  Expected<PackedWeights> packed = pack_weights(format_, row_block_, w.data(), w.size(), rows_, cols_);
+  Expected<PackedWeights> packed = pack_weights(format_, d.row_block, w.data(), w.size(), rows_, cols_);
   ASSERT_TRUE(packed.has_value()) << packed.error();
 
   // y with guard elements on both sides; y_offset_ misaligns it.

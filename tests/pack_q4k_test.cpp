@@ -75,3 +75,41 @@ TEST(PackQ4K, Errors) {
 
 }  // namespace
 }  // namespace zenmoe
+
+namespace zenmoe {
+namespace {
+
+TEST(PackRows16, RowBlockMustBe16AndRowsAreLanes) {
+  std::vector<uint8_t> w(3 * 64 * 4);
+  EXPECT_FALSE(pack_layout(GgmlType::F32, 8, 3, 64).has_value());
+  Expected<PackLayout> L = pack_layout(GgmlType::Q8_0, 16, 17, 64);
+  ASSERT_TRUE(L.has_value());
+  EXPECT_EQ(L->groups, 2);
+  EXPECT_EQ(L->group_stride, 2 * 544);
+  // F32 row r element k sits at group (r/16), offset (k*16 + r%16)*4.
+  std::vector<float> rows(3 * 64);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = float(i);
+  Expected<PackedWeights> p = pack_weights(GgmlType::F32, 16, rows.data(), rows.size() * 4, 3, 64);
+  ASSERT_TRUE(p.has_value()) << p.error();
+  const float* g = reinterpret_cast<const float*>(p->group(0));
+  EXPECT_EQ(g[5 * 16 + 2], rows[2 * 64 + 5]);
+  EXPECT_EQ(g[5 * 16 + 3], 0.0f);  // padding row
+}
+
+// Spec §2.2 Q4_0 example block dotted with Q8_0 activations: packed reference == reference.
+TEST(PackRows16, Q4_0SpecBlock) {
+  const uint8_t blk[18] = {0x00, 0x38, 0x80, 0x91, 0xa2, 0xb3, 0xc4, 0xd5, 0xe6, 0xf7,
+                           0x08, 0x19, 0x2a, 0x3b, 0x4c, 0x5d, 0x6e, 0x7f};
+  std::vector<float> xf(32);
+  for (int i = 0; i < 32; ++i) xf[i] = float(i % 5) - 2.0f;
+  BlockQ8_0 xq;
+  ref::quantize_row(GgmlType::Q8_0, xf.data(), &xq, 32);
+  Expected<PackedWeights> p = pack_weights(GgmlType::Q4_0, 16, blk, sizeof blk, 1, 32);
+  ASSERT_TRUE(p.has_value());
+  float y = 0.0f;
+  ASSERT_TRUE(gemv_packed_ref(p->layout, p->data.get(), &xq, &y, 0, 1).is_ok());
+  EXPECT_EQ(y, ref::vec_dot_row(GgmlType::Q4_0, blk, &xq, 32));
+}
+
+}  // namespace
+}  // namespace zenmoe

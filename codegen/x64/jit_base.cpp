@@ -92,4 +92,39 @@ void JitKernelBase::write_rows(const Reg64& args, const Reg64& group, int row_bl
   L(done);
 }
 
+void JitKernelBase::store_lanes16(const Reg64& args, const Reg64& group, const Zmm& acc,
+                                  const Zmm& tmp, bool accumulate) {
+  // rax = first row of the group; rcx = lo, rdx = hi (lane bounds inside the group).
+  mov(rax, group);
+  shl(rax, 4);
+  mov(rcx, qword[args + kArgR0]);
+  sub(rcx, rax);
+  xor_(r11d, r11d);
+  cmp(rcx, 0);
+  cmovl(rcx, r11);
+  mov(rdx, qword[args + kArgR1]);
+  sub(rdx, rax);
+  mov(r11d, 16);
+  cmp(rdx, r11);
+  cmovg(rdx, r11);
+  // mask = ((1 << hi) - 1) & ~((1 << lo) - 1)
+  mov(r11d, 1);
+  shlx(r11d, r11d, edx);
+  dec(r11d);
+  mov(edx, 1);
+  shlx(edx, edx, ecx);
+  dec(edx);
+  andn(r11d, edx, r11d);
+  kmovw(k2, r11d);
+  mov(r11, qword[args + kArgY]);
+  lea(r11, ptr[r11 + rax * 4]);
+  if (accumulate) {
+    vmovups(tmp | k2 | T_z, ptr[r11]);
+    vfmadd231ps(tmp, acc, ptr_b[args + kArgAlpha]);
+    vmovups(ptr[r11] | k2, tmp);
+  } else {
+    vmovups(ptr[r11] | k2, acc);
+  }
+}
+
 }  // namespace zenmoe::x64

@@ -1,0 +1,244 @@
+// GEMV for the row-block-16 layouts of kernels/pack.h (Q8_0, Q4_0, F32, F16, BF16): the 16
+// rows of a group are the 16 lanes of a zmm register, so no horizontal reduction is ever
+// needed and each activation element (or dword of 4 int8) is a broadcast memory operand.
+//   Q8_0 / Q4_0 x Q8_0: vpdpbusd of the unsigned packed codes (q + 128, resp. the 4-bit code)
+//     with the broadcast activation dword; the bias times sum(x) is subtracted per block
+//     (precomputed once per call), then acc += float(isum) * (d_w * d_x), lane = row.
+//   F32 / F16 / BF16: acc += w[k][rows] * x[k], four accumulators for FMA latency; f16 and
+//     bf16 activations are widened to f32 once per call. bf16 weights are widened by a
+//     16-bit shift (the host may lack AVX512_BF16, and the shift is exact).
+#include <memory>
+
+#include "codegen/x64/generators.h"
+#include "codegen/x64/jit_base.h"
+
+namespace zenmoe::x64 {
+namespace {
+
+using namespace Xbyak;
+
+constexpr int kRows = 16, kUnroll = 4;
+
+class GemvRows16 : public JitKernelBase {
+ public:
+  explicit GemvRows16(const KernelDesc& d)
+      : JitKernelBase(64 * 1024), d_(d), fmt_(d.weight), acc_(d.op == KernelOp::kGemvAccumulate) {}
+  void generate();
+
+ private:
+  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPc = r13, rPd = r14, rPx = r15;
+  const Reg64 rScr = r8, rCnt = r10, rW = rsi;
+  const Zmm zAcc[kUnroll] = {zmm0, zmm1, zmm2, zmm3};
+  const Zmm zV = zmm4, zLo = zmm5, zHi = zmm6, zI = zmm7, zI2 = zmm8, zD = zmm9, zT = zmm10;
+  const Zmm zM0F = zmm11, zMF0 = zmm12;
+
+  bool quant() const { return fmt_ == GgmlType::Q8_0 || fmt_ == GgmlType::Q4_0; }
+  int64_t nblocks() const { return d_.cols / 32; }
+  int code_bytes() const { return fmt_ == GgmlType::Q8_0 ? 512 : 256; }
+  int elem_bytes() const { return fmt_ == GgmlType::F32 ? 4 : 2; }
+  int64_t scratch_bytes() const;
+  int64_t group_stride() const;
+  void prep_quant();
+  void prep_plain();
+  void quant_block();
+  void plain_step(int u, int k_off);
+  void plain_loop();
+  void store_group();
+
+  KernelDesc d_;
+  GgmlType fmt_;
+  bool acc_;
+};
+
+int64_t GemvRows16::scratch_bytes() const {
+  if (quant()) return (nblocks() * 8 + 63) / 64 * 64;
+  if (fmt_ == GgmlType::F32) return 64;
+  return (int64_t{d_.cols} * 4 + 63) / 64 * 64;
+}
+
+int64_t GemvRows16::group_stride() const {
+  const int64_t raw = quant() ? nblocks() * (code_bytes() + 32) : int64_t{d_.cols} * kRows * elem_bytes();
+  return (raw + 63) / 64 * 64;
+}
+
+void GemvRows16::generate() {
+  enter_frame(scratch_bytes() + 64);
+  Label groups, done;
+  mov(rax, qword[rArgs + kArgR0]);
+  cmp(rax, qword[rArgs + kArgR1]);
+  jge(done, T_NEAR);
+  if (quant()) prep_quant(); else prep_plain();
+  group_bounds(rArgs, kRows, rGroup, rGroupEnd);
+  mov(rW, qword[rArgs + kArgW]);
+  mov(eax, 0x0F0F0F0F);
+  vpbroadcastd(zM0F, eax);
+  mov(eax, 0xF0F0F0F0);
+  vpbroadcastd(zMF0, eax);
+  L(groups);
+  mov(rPc, rGroup);
+  imul(rPc, rPc, static_cast<int>(group_stride()));
+  add(rPc, rW);
+  lea(rPd, ptr[rPc + nblocks() * code_bytes()]);
+  mov(rPx, qword[rArgs + kArgX]);
+  mov(rScr, rsp);
+  for (const Zmm& a : zAcc) vpxord(a, a, a);
+  if (quant()) {
+    Label blk;
+    mov(rCnt, nblocks());
+    L(blk);
+    quant_block();
+    dec(rCnt);
+    jnz(blk, T_NEAR);
+  } else {
+    plain_loop();
+  }
+  store_group();
+  inc(rGroup);
+  cmp(rGroup, rGroupEnd);
+  jb(groups, T_NEAR);
+  L(done);
+  leave_frame();
+}
+
+// Per Q8_0 activation block: bias * sum(q) as int32 and d as f32 (8 bytes of scratch).
+void GemvRows16::prep_quant() {
+  const int bias = fmt_ == GgmlType::Q8_0 ? 128 : 8;
+  mov(rPx, qword[rArgs + kArgX]);
+  mov(rScr, rsp);
+  mov(rCnt, nblocks());
+  Label loop;
+  L(loop);
+  xor_(edx, edx);
+  for (int j = 0; j < 32; ++j) {
+    movsx(eax, byte[rPx + 2 + j]);
+    add(edx, eax);
+  }
+  imul(edx, edx, bias);
+  mov(dword[rScr], edx);
+  movzx(eax, word[rPx]);
+  vmovd(xmm15, eax);
+  vcvtph2ps(xmm15, xmm15);
+  vmovss(dword[rScr + 4], xmm15);
+  add(rPx, 34);
+  add(rScr, 8);
+  dec(rCnt);
+  jnz(loop, T_NEAR);
+}
+
+// f16 / bf16 activations widened to f32 in scratch (F32 is used in place).
+void GemvRows16::prep_plain() {
+  if (fmt_ == GgmlType::F32) return;
+  mov(rPx, qword[rArgs + kArgX]);
+  const int64_t full = d_.cols / 16;
+  for (int64_t i = 0; i < full; ++i) {
+    if (fmt_ == GgmlType::F16) {
+      vcvtph2ps(zV, ptr[rPx + 32 * i]);
+    } else {
+      vpmovzxwd(zV, ptr[rPx + 32 * i]);
+      vpslld(zV, zV, 16);
+    }
+    vmovaps(ptr[rsp + 64 * i], zV);
+  }
+  for (int64_t k = full * 16; k < d_.cols; ++k) {
+    movzx(eax, word[rPx + 2 * k]);
+    if (fmt_ == GgmlType::F16) {
+      vmovd(xmm15, eax);
+      vcvtph2ps(xmm15, xmm15);
+      vmovss(dword[rsp + 4 * k], xmm15);
+    } else {
+      shl(eax, 16);
+      mov(dword[rsp + 4 * k], eax);
+    }
+  }
+}
+
+void GemvRows16::quant_block() {
+  vpxord(zI, zI, zI);
+  vpxord(zI2, zI2, zI2);
+  if (fmt_ == GgmlType::Q8_0) {
+    for (int c = 0; c < 8; ++c) {
+      vmovdqu32(zV, ptr[rPc + 64 * c]);
+      vpdpbusd(c % 2 ? zI2 : zI, zV, ptr_b[rPx + 2 + 4 * c]);
+    }
+  } else {
+    // High nibbles masked in place (16x the code), shifted back once per block.
+    for (int c = 0; c < 4; ++c) {
+      vmovdqu32(zV, ptr[rPc + 64 * c]);
+      vpandd(zLo, zV, zM0F);
+      vpdpbusd(zI, zLo, ptr_b[rPx + 2 + 4 * c]);
+      vpandd(zHi, zV, zMF0);
+      vpdpbusd(zI2, zHi, ptr_b[rPx + 2 + 16 + 4 * c]);
+    }
+    vpsrad(zI2, zI2, 4);
+  }
+  if (d_.prefetch != 0) {
+    for (int i = 0; i < code_bytes() / 64; ++i) prefetcht0(ptr[rPc + d_.prefetch + 64 * i]);
+    prefetcht0(ptr[rPd + (d_.prefetch / 16 + 63) / 64 * 64]);
+  }
+  vpaddd(zI, zI, zI2);
+  vpsubd(zI, zI, ptr_b[rScr]);
+  vcvtdq2ps(zI, zI);
+  vcvtph2ps(zD, ptr[rPd]);
+  vmulps(zD, zD, ptr_b[rScr + 4]);
+  vfmadd231ps(zAcc[0], zI, zD);
+  add(rPc, code_bytes());
+  add(rPd, 32);
+  add(rPx, 34);
+  add(rScr, 8);
+}
+
+// One k step into accumulator u; k_off is the element offset from the loop pointers.
+void GemvRows16::plain_step(int u, int k_off) {
+  const int es = elem_bytes();
+  if (fmt_ == GgmlType::F32) {
+    vmovups(zV, ptr[rPc + k_off * 64]);
+    vfmadd231ps(zAcc[u], zV, ptr_b[rPx + 4 * k_off]);
+  } else {
+    if (fmt_ == GgmlType::F16) {
+      vcvtph2ps(zV, ptr[rPc + k_off * 32]);
+    } else {
+      vpmovzxwd(zV, ptr[rPc + k_off * 32]);
+      vpslld(zV, zV, 16);
+    }
+    vfmadd231ps(zAcc[u], zV, ptr_b[rScr + 4 * k_off]);
+  }
+  (void)es;
+}
+
+void GemvRows16::plain_loop() {
+  const int row_bytes = kRows * elem_bytes();
+  const int64_t iters = d_.cols / kUnroll, tail = d_.cols % kUnroll;
+  const Reg64& rAct = fmt_ == GgmlType::F32 ? rPx : rScr;
+  if (iters > 0) {
+    Label loop;
+    mov(rCnt, iters);
+    L(loop);
+    for (int u = 0; u < kUnroll; ++u) plain_step(u, u);
+    if (d_.prefetch != 0)
+      for (int i = 0; i < kUnroll * row_bytes / 64; ++i) prefetcht0(ptr[rPc + d_.prefetch + 64 * i]);
+    add(rPc, kUnroll * row_bytes);
+    add(rAct, kUnroll * 4);
+    dec(rCnt);
+    jnz(loop, T_NEAR);
+  }
+  for (int u = 0; u < tail; ++u) plain_step(u, u);
+}
+
+// acc lanes are the group's rows: mask to [r0, r1) and store (or accumulate) directly.
+void GemvRows16::store_group() {
+  vaddps(zAcc[0], zAcc[0], zAcc[1]);
+  vaddps(zAcc[2], zAcc[2], zAcc[3]);
+  vaddps(zAcc[0], zAcc[0], zAcc[2]);
+  store_lanes16(rArgs, rGroup, zAcc[0], zT, acc_);
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<KernelCode>> generate_gemv_rows16_avx512(const KernelDesc& d) {
+  auto k = std::make_unique<GemvRows16>(d);
+  k->generate();
+  ZENMOE_RETURN_IF_ERROR(k->seal());
+  return std::unique_ptr<KernelCode>(std::move(k));
+}
+
+}  // namespace zenmoe::x64

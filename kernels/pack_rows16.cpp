@@ -1,0 +1,144 @@
+#include "kernels/pack_rows16.h"
+
+#include <cstring>
+
+#include "kernels/ref/fp16.h"
+
+namespace zenmoe::pack_detail {
+namespace {
+
+constexpr int64_t R = kRows16;
+
+int64_t nblocks(const PackLayout& L) { return L.cols / kQK; }
+
+// Q8_0 codes stored as q + 128 (unsigned) so vpdpbusd can take them as its unsigned operand;
+// the kernel subtracts 128 * sum(x) per block.
+void pack_q8_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
+  const int64_t nb = nblocks(L);
+  for (int64_t r = 0; r < L.rows; ++r) {
+    uint8_t* g = dst + (r / R) * L.group_stride;
+    const int64_t i = r % R;
+    for (int64_t b = 0; b < nb; ++b) {
+      BlockQ8_0 blk;
+      std::memcpy(&blk, src + (r * nb + b) * sizeof blk, sizeof blk);
+      for (int c = 0; c < 8; ++c)
+        for (int t = 0; t < 4; ++t)
+          g[b * 512 + 64 * c + 4 * i + t] = static_cast<uint8_t>(blk.qs[4 * c + t] ^ 0x80);
+      std::memcpy(g + nb * 512 + (b * R + i) * 2, &blk.d, 2);
+    }
+  }
+}
+
+// Q4_0 codes stay unsigned (0..15); the kernel subtracts 8 * sum(x) per block.
+void pack_q4_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
+  const int64_t nb = nblocks(L);
+  for (int64_t r = 0; r < L.rows; ++r) {
+    uint8_t* g = dst + (r / R) * L.group_stride;
+    const int64_t i = r % R;
+    for (int64_t b = 0; b < nb; ++b) {
+      BlockQ4_0 blk;
+      std::memcpy(&blk, src + (r * nb + b) * sizeof blk, sizeof blk);
+      // Weight j < 16 is the low nibble of qs[j], weight 16 + j its high nibble (spec §2.2).
+      for (int c = 0; c < 4; ++c)
+        for (int t = 0; t < 4; ++t) {
+          const uint8_t lo = blk.qs[4 * c + t] & 0x0F, hi = blk.qs[4 * c + t] >> 4;
+          g[b * 256 + 64 * c + 4 * i + t] = static_cast<uint8_t>(lo | (hi << 4));
+        }
+      std::memcpy(g + nb * 256 + (b * R + i) * 2, &blk.d, 2);
+    }
+  }
+}
+
+void pack_plain(const PackLayout& L, const uint8_t* src, uint8_t* dst, int64_t esize) {
+  for (int64_t r = 0; r < L.rows; ++r) {
+    uint8_t* g = dst + (r / R) * L.group_stride;
+    const int64_t i = r % R;
+    for (int64_t k = 0; k < L.cols; ++k)
+      std::memcpy(g + (k * R + i) * esize, src + (r * L.cols + k) * esize, static_cast<size_t>(esize));
+  }
+}
+
+float dot_q8_0(const PackLayout& L, const uint8_t* g, int64_t i, const BlockQ8_0* x) {
+  const int64_t nb = nblocks(L);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < 32; ++j) isum += int8_t(g[b * 512 + 64 * (j / 4) + 4 * i + j % 4] ^ 0x80) * x[b].qs[j];
+    uint16_t d;
+    std::memcpy(&d, g + nb * 512 + (b * R + i) * 2, 2);
+    sum += (ref::fp16_to_fp32(d) * ref::fp16_to_fp32(x[b].d)) * float(isum);
+  }
+  return sum;
+}
+
+float dot_q4_0(const PackLayout& L, const uint8_t* g, int64_t i, const BlockQ8_0* x) {
+  const int64_t nb = nblocks(L);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t byte = g[b * 256 + 64 * (j / 4) + 4 * i + j % 4];
+      isum += ((byte & 0x0F) - 8) * x[b].qs[j] + ((byte >> 4) - 8) * x[b].qs[j + 16];
+    }
+    uint16_t d;
+    std::memcpy(&d, g + nb * 256 + (b * R + i) * 2, 2);
+    sum += (ref::fp16_to_fp32(d) * ref::fp16_to_fp32(x[b].d)) * float(isum);
+  }
+  return sum;
+}
+
+float plain_value(GgmlType f, const uint8_t* p) {
+  if (f == GgmlType::F32) {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return f == GgmlType::F16 ? ref::fp16_to_fp32(h) : ref::bf16_to_fp32(h);
+}
+
+// As the reference: products in f32, summed in double, rounded once.
+float dot_plain(const PackLayout& L, const uint8_t* g, int64_t i, const uint8_t* x) {
+  const int64_t es = L.format == GgmlType::F32 ? 4 : 2;
+  double sum = 0.0;
+  for (int64_t k = 0; k < L.cols; ++k)
+    sum += double(plain_value(L.format, g + (k * R + i) * es) * plain_value(L.format, x + k * es));
+  return float(sum);
+}
+
+}  // namespace
+
+bool rows16_format(GgmlType f) {
+  return f == GgmlType::Q8_0 || f == GgmlType::Q4_0 || f == GgmlType::F32 || f == GgmlType::F16 ||
+         f == GgmlType::BF16;
+}
+
+int64_t rows16_group_bytes(GgmlType f, int64_t cols) {
+  switch (f) {
+    case GgmlType::Q8_0: return cols / kQK * (512 + 32);
+    case GgmlType::Q4_0: return cols / kQK * (256 + 32);
+    case GgmlType::F32: return cols * R * 4;
+    case GgmlType::F16: case GgmlType::BF16: return cols * R * 2;
+    default: return 0;
+  }
+}
+
+void rows16_pack(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
+  switch (L.format) {
+    case GgmlType::Q8_0: pack_q8_0(L, src, dst); break;
+    case GgmlType::Q4_0: pack_q4_0(L, src, dst); break;
+    case GgmlType::F32: pack_plain(L, src, dst, 4); break;
+    default: pack_plain(L, src, dst, 2); break;
+  }
+}
+
+float rows16_dot(const PackLayout& L, const uint8_t* group, int64_t i, const void* x) {
+  switch (L.format) {
+    case GgmlType::Q8_0: return dot_q8_0(L, group, i, static_cast<const BlockQ8_0*>(x));
+    case GgmlType::Q4_0: return dot_q4_0(L, group, i, static_cast<const BlockQ8_0*>(x));
+    default: return dot_plain(L, group, i, static_cast<const uint8_t*>(x));
+  }
+}
+
+}  // namespace zenmoe::pack_detail
