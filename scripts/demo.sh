@@ -10,9 +10,12 @@ ZM=build/release/tools/zenmoe
 
 # The demo model: made once, reused while it still opens cleanly as the small preset.
 DEMO=build/demo/small.gguf
+preset_of() {  # the preset a zenmoe-made model was generated from; empty if unreadable
+  "$ZM" inspect --json "$1" 2>/dev/null | grep -A2 '"zenmoe.mkmodel.preset"' |
+    sed -n 's/.*"value": "\(.*\)".*/\1/p' || true
+}
 mkdir -p build/demo
-if [ -f "$DEMO" ] && "$ZM" inspect --json "$DEMO" 2>/dev/null |
-    grep -A2 '"zenmoe.mkmodel.preset"' | grep -q '"value": "small"'; then
+if [ -f "$DEMO" ] && [ "$(preset_of "$DEMO")" = small ]; then
   echo "using existing $DEMO"
 else
   "$ZM" mkmodel --preset small -o "$DEMO"

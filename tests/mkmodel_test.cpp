@@ -342,6 +342,16 @@ TEST(MkModelCli, WritesAModel) {
   EXPECT_EQ(m->find_tensor("blk.1.ffn_up_exps.weight")->type, GgmlType::Q8_0);
 }
 
+TEST(MkModelCli, DryRunReportsTheFullKimiK2) {
+  // Spec §1.10 sanity count: Kimi-K2 (1 dense + 60 MoE layers) has 1096 tensors.
+  CliResult r = run_cli("mkmodel --preset kimi-k2 --dry-run");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("1096 tensors"), std::string::npos) << r.out;
+  r = run_cli("mkmodel --preset bench --dry-run");
+  ASSERT_EQ(r.status, 0) << r.out;
+  EXPECT_NE(r.out.find("278.59 MB read per decoded token"), std::string::npos) << r.out;
+}
+
 TEST(MkModelCli, EmbedsAHuggingFaceTokenizer) {
   const fs::path dir = temp_dir() / "hf";
   fs::create_directories(dir);

@@ -26,7 +26,9 @@ std::vector<FlagSpec> inspect_flags() {
   };
 }
 
-std::string dump(const json& j) { return j.dump(2, ' ', false, json::error_handler_t::replace); }
+std::string dump(const json& j, int indent = 2) {
+  return j.dump(indent, ' ', false, json::error_handler_t::replace);
+}
 
 int report(const gguf::Model& model, bool as_json) {
   if (as_json) {
@@ -61,7 +63,7 @@ int tensor_report(const gguf::Model& model, const std::string& name, bool as_jso
     std::printf("%s\n", dump(j).c_str());
     return 0;
   }
-  for (const auto& [k, v] : j.items()) std::printf("%-12s %s\n", k.c_str(), dump(v).c_str());
+  for (const auto& [k, v] : j.items()) std::printf("%-12s %s\n", k.c_str(), dump(v, -1).c_str());
   return 0;
 }
 

@@ -19,15 +19,16 @@ std::vector<FlagSpec> mkmodel_flags() {
       {"threads", "t", true, "generation threads (default: all cores)"},
       {"tokenizer", "", true, "Hugging Face tokenizer.json to embed (default: built-in vocabulary)"},
       {"tokenizer-config", "", true, "its tokenizer_config.json (default: the one beside it, if any)"},
+      {"dry-run", "", false, "print the model's size and bytes per token without writing it"},
       {"help", "h", false, "show this help"},
   };
   for (const auto& f : dimension_flags()) s.push_back(f);
   return s;
 }
 
-void print_summary(const std::string& path, const MkModelOptions& opt, const ModelLayout& lay) {
+void print_summary(const std::string& what, const MkModelOptions& opt, const ModelLayout& lay) {
   const ModelStats& st = lay.stats;
-  std::printf("wrote %s: deepseek2 %s, %s, %zu tensors, %.2f MB of weights\n", path.c_str(),
+  std::printf("%s: deepseek2 %s, %s, %zu tensors, %.2f MB of weights\n", what.c_str(),
               opt.cfg.preset.c_str(), quant_mode_name(opt.quant), lay.tensors.size(),
               static_cast<double>(st.total_bytes) / 1e6);
   std::printf("parameters: %.3f M total, %.3f M active per token; %.2f MB read per decoded token\n",
@@ -47,7 +48,8 @@ int cmd_mkmodel(int argc, char** argv, int first) {
   }
   if (!args->positionals().empty())
     return fail("mkmodel: unexpected argument '" + args->positionals()[0] + "'");
-  if (!args->has("output")) return fail("mkmodel: -o OUT.gguf is required");
+  const bool dry_run = args->has("dry-run");
+  if (!args->has("output") && !dry_run) return fail("mkmodel: -o OUT.gguf is required");
 
   auto cfg = preset_config(args->get("preset", "tiny"));
   if (!cfg) return fail("mkmodel: " + cfg.error());
@@ -77,10 +79,19 @@ int cmd_mkmodel(int argc, char** argv, int first) {
   if (!tok) return fail("mkmodel: " + tok.error());
   opt.tokenizer = std::move(*tok);
 
+  if (dry_run) {
+    const gguf::Value* toks = opt.tokenizer.find("tokenizer.ggml.tokens");
+    if (!toks) return fail("mkmodel: the tokenizer has no tokenizer.ggml.tokens");
+    opt.cfg.n_vocab = static_cast<int64_t>(toks->array_size());
+    auto lay = layout_model(opt.cfg, opt.quant);
+    if (!lay) return fail("mkmodel: " + lay.error());
+    print_summary("would write", opt, *lay);
+    return 0;
+  }
   const std::string path = args->get("output");
   auto lay = write_model(opt, path);
   if (!lay) return fail("mkmodel: " + lay.error());
-  print_summary(path, opt, *lay);
+  print_summary("wrote " + path, opt, *lay);
   return 0;
 }
 

@@ -1,12 +1,17 @@
 #include "tools/mkmodel_progress.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 
 namespace zenmoe::tools {
 
 ProgressBar::ProgressBar(std::string label, uint64_t total)
-    : label_(std::move(label)), total_(total), start_(std::chrono::steady_clock::now()) {
+    : label_(std::move(label)),
+      total_(total),
+      tty_(isatty(fileno(stderr)) != 0),
+      start_(std::chrono::steady_clock::now()) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -23,14 +28,15 @@ void ProgressBar::finish() {
   if (shown_) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     draw(std::min(done_.load(), total_), s);
-    std::fputc('\n', stderr);
+    if (tty_) std::fputc('\n', stderr);
   }
 }
 
 void ProgressBar::run() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(250));
+    // A terminal gets a live bar; a log file a line every few seconds.
+    cv_.wait_for(lock, std::chrono::milliseconds(tty_ ? 250 : 5000));
     if (stop_) break;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     if (s < 1.0) continue;
@@ -46,9 +52,9 @@ void ProgressBar::draw(uint64_t done, double seconds) {
   char bar[kWidth + 1];
   for (int k = 0; k < kWidth; ++k) bar[k] = k < fill ? '#' : '.';
   bar[kWidth] = '\0';
-  std::fprintf(stderr, "\r%s [%s] %5.1f%%  %.0f / %.0f MB  %.1f s", label_.c_str(), bar,
-               100.0 * frac, static_cast<double>(done) / 1e6, static_cast<double>(total_) / 1e6,
-               seconds);
+  std::fprintf(stderr, "%s%s [%s] %5.1f%%  %.0f / %.0f MB  %.1f s%s", tty_ ? "\r" : "",
+               label_.c_str(), bar, 100.0 * frac, static_cast<double>(done) / 1e6,
+               static_cast<double>(total_) / 1e6, seconds, tty_ ? "" : "\n");
   std::fflush(stderr);
 }
 

@@ -1,6 +1,7 @@
 // A progress bar on stderr for long jobs: silent for the first second (quick jobs print
 // nothing), then redrawn a few times a second from a background thread that reads an atomic
-// byte counter the workers bump.
+// byte counter the workers bump. When stderr is not a terminal it prints a plain line every
+// few seconds instead of redrawing.
 #pragma once
 
 #include <atomic>
@@ -30,6 +31,7 @@ class ProgressBar {
 
   std::string label_;
   uint64_t total_;
+  bool tty_;
   std::atomic<uint64_t> done_{0};
   std::chrono::steady_clock::time_point start_;
   std::mutex mu_;
