@@ -157,7 +157,7 @@ class Writer {
   Metadata& metadata() { return meta_; }
   void set_alignment(uint32_t a);  // also written as general.alignment when != 32
   // dims in ggml order (ne0 first). Errors: bad name, unknown type, ne0 not a block multiple,
-  // duplicate name.
+  // duplicate name. `data` is not copied: it must stay valid until write() returns.
   Status add_tensor(std::string name, GgmlType type, std::vector<int64_t> dims, const void* data);
   Status add_tensor(std::string name, GgmlType type, std::vector<int64_t> dims, FillFn fill);
   uint64_t tensor_data_bytes() const;  // sum of padded tensor sizes

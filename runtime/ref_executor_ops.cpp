@@ -6,6 +6,7 @@
 
 #include "kernels/ref/ops.h"
 #include "kernels/ref/quant.h"
+#include "runtime/ref_executor_numerics.h"
 
 namespace zenmoe::refexec {
 
@@ -38,6 +39,16 @@ void quantize(const Tensor& x, Tensor& y) {
   }
 }
 
+// Weight row · activation row. Formats whose x86 float summation order zenmoe reproduces use
+// it (a rounding difference in a dot product can flip a code of the next activation
+// quantisation, which random-weight test models amplify); the rest use the reference order.
+float dot(GgmlType t, const uint8_t* w, const uint8_t* x, int64_t k) {
+  if (t == GgmlType::Q4_K) return dot_q4_K_x86(w, x, k);
+  if (t == GgmlType::F16) return dot_f16_fast(w, x, k);
+  if (t == GgmlType::Q5_0 || t == GgmlType::Q4_0 || t == GgmlType::Q8_0) return dot_q8_0_family_x86(t, w, x, k);
+  return ref::vec_dot_row(t, w, x, k);
+}
+
 // y[c][n] = W[n] · x[c] for every column c; 3-D weights pick matrix b = c % B.
 void matmul(const Tensor& w, const Tensor& x, Tensor& y) {
   const int64_t K = w.ne[0], N = w.ne[1];
@@ -47,7 +58,7 @@ void matmul(const Tensor& w, const Tensor& x, Tensor& y) {
     const uint8_t* wm = w.cdata + (c % B) * N * wrb;
     const uint8_t* xc = x.cdata + c * xrb;
     float* yc = y.f32() + c * N;
-    for (int64_t r = 0; r < N; ++r) yc[r] = ref::vec_dot_row(w.type, wm + r * wrb, xc, K);
+    for (int64_t r = 0; r < N; ++r) yc[r] = dot(w.type, wm + r * wrb, xc, K);
   }
 }
 
@@ -64,7 +75,7 @@ Status matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, Tensor& y)
       const uint8_t* wm = w.cdata + e * N * wrb;
       const uint8_t* xc = x.cdata + (per_slot ? t * k + j : t) * xrb;
       float* yc = y.f32() + (t * k + j) * N;
-      for (int64_t r = 0; r < N; ++r) yc[r] = ref::vec_dot_row(w.type, wm + r * wrb, xc, K);
+      for (int64_t r = 0; r < N; ++r) yc[r] = dot(w.type, wm + r * wrb, xc, K);
     }
   }
   return Status::ok();
@@ -102,7 +113,7 @@ void rope(const Node& n, const Tensor& x, const Tensor& pos, Tensor& y) {
 void attend(const float* q, const float* K, int64_t kdim, int64_t kstride, const float* V,
             int64_t vdim, int64_t vstride, int64_t n_vis, float scale, float* scores, float* out) {
   for (int64_t s = 0; s < n_vis; ++s) scores[s] = ref::vec_dot_f32(q, K + s * kstride, kdim);
-  ref::softmax(scores, scores, n_vis, scale, n_vis);
+  softmax_ggml(scores, scores, n_vis, scale);
   std::fill(out, out + vdim, 0.0f);
   for (int64_t s = 0; s < n_vis; ++s) {
     const float ps = scores[s];
@@ -219,7 +230,7 @@ Status run_node(const Node& n, std::span<Tensor* const> in, std::span<Tensor* co
     case OpKind::MlaAttention: mla_attention(n, in, y); break;
     case OpKind::MhaAttention: mha_attention(n, in, y); break;
     case OpKind::Router: return router(n, in, out);
-    case OpKind::SwiGlu: ref::swiglu(in[0]->cf32(), in[1]->cf32(), y.f32(), y.numel()); break;
+    case OpKind::SwiGlu: swiglu_ggml(in[0]->cf32(), in[1]->cf32(), y.f32(), y.numel()); break;
     case OpKind::WeightedSum: weighted_sum(*in[0], *in[1], y); break;
     case OpKind::Add: ref::add(in[0]->cf32(), in[1]->cf32(), y.f32(), y.numel()); break;
   }

@@ -13,6 +13,8 @@ namespace {
 
 using testing::TempDir;
 
+const float kZeros[8] = {};  // tensor data must outlive Writer::write
+
 std::string part_name(const TempDir& dir, int no, int count, const char* prefix = "model") {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%s-%05d-of-%05d.gguf", prefix, no, count);
@@ -126,8 +128,8 @@ TEST(GgufSplit, PartWithoutSplitNo) {
     for (const auto& [k, v] : w.metadata().entries())
       if (k != "split.no") copy.metadata().set(k, v);
     w = std::move(copy);
-    ASSERT_TRUE(w.add_tensor("d", GgmlType::F32, {4}, std::vector<float>(4).data()).is_ok());
-    ASSERT_TRUE(w.add_tensor("e", GgmlType::F32, {4}, std::vector<float>(4).data()).is_ok());
+    ASSERT_TRUE(w.add_tensor("d", GgmlType::F32, {4}, kZeros).is_ok());
+    ASSERT_TRUE(w.add_tensor("e", GgmlType::F32, {4}, kZeros).is_ok());
   });
   expect_error(Model::open(part_name(dir, 1, 3)),
                {"model-00003-of-00003.gguf", "without split.no"});
@@ -164,7 +166,7 @@ TEST(GgufSplit, TensorDuplicatedAcrossParts) {
   TempDir dir;
   write_model(dir, [](int p, Writer& w) {
     if (p == 2) {
-      ASSERT_TRUE(w.add_tensor("b", GgmlType::F32, {8}, std::vector<float>(8).data()).is_ok());
+      ASSERT_TRUE(w.add_tensor("b", GgmlType::F32, {8}, kZeros).is_ok());
     }
     if (p == 0) w.metadata().set("split.tensors.count", Value::i32(6));
   });

@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "ir/builder.h"
+#include "kernels/ref/ops.h"
 #include "runtime/ref_executor.h"
+#include "runtime/ref_executor_numerics.h"
 #include "tests/ir_test_model.h"
 
 namespace zenmoe {
@@ -209,6 +212,76 @@ TEST(RefExecutor, RejectsMissingOrMisSizedWeights) {
   zero.n_ctx = 0;
   ex = make_reference_executor(*g, w.table(), zero);
   EXPECT_FALSE(ex.has_value());
+}
+
+}  // namespace
+}  // namespace zenmoe
+
+namespace zenmoe {
+namespace {
+
+TEST(RefExecutorNumerics, GgmlExpIsCloseToExp) {
+  for (float x = -100.0f; x < 88.0f; x += 0.37f) {
+    const float a = refexec::ggml_expf(x), e = std::exp(x);
+    EXPECT_NEAR(a, e, 4e-7f * e + 1e-38f) << x;
+  }
+  EXPECT_EQ(refexec::ggml_expf(0.0f), 1.0f);
+  EXPECT_EQ(refexec::ggml_expf(-1000.0f), 0.0f);
+  EXPECT_TRUE(std::isinf(refexec::ggml_expf(1000.0f)));
+}
+
+TEST(RefExecutorNumerics, SoftmaxAndSwigluAgreeWithReference) {
+  std::vector<float> x(37), a(37), b(37), u(37), ya(37), yb(37);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = std::sin(static_cast<float>(i) * 1.7f) * 6.0f;
+    u[i] = std::cos(static_cast<float>(i));
+  }
+  refexec::softmax_ggml(x.data(), a.data(), 37, 0.3f);
+  ref::softmax(x.data(), b.data(), 37, 0.3f, 37);
+  double sum = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_NEAR(a[i], b[i], 1e-6f);
+    sum += a[i];
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-6);
+  refexec::swiglu_ggml(x.data(), u.data(), ya.data(), 37);
+  ref::swiglu(x.data(), u.data(), yb.data(), 37);
+  for (size_t i = 0; i < ya.size(); ++i) EXPECT_NEAR(ya[i], yb[i], 1e-6f * std::fabs(yb[i]) + 1e-7f);
+}
+
+TEST(RefExecutorNumerics, X86OrderDotsMatchReferenceDots) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const int64_t n = 1024;
+  std::vector<float> w(n), x(n);
+  for (auto& v : w) v = nd(rng);
+  for (auto& v : x) v = nd(rng);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q8_0}) {
+    const auto wq = testing::encode(t, w, n);
+    const GgmlType at = format_traits(t)->vec_dot_type;
+    const auto xq = testing::encode(at, x, n);
+    const float ref_dot = ref::vec_dot_row(t, wq.data(), xq.data(), n);
+    const float x86 = t == GgmlType::Q4_K ? refexec::dot_q4_K_x86(wq.data(), xq.data(), n)
+                                          : refexec::dot_q8_0_family_x86(t, wq.data(), xq.data(), n);
+    EXPECT_NEAR(x86, ref_dot, 2e-5f * std::fabs(ref_dot) + 1e-4f) << type_name(t);
+    EXPECT_NE(x86, 0.0f);
+  }
+}
+
+}  // namespace
+}  // namespace zenmoe
+
+namespace zenmoe {
+namespace {
+
+TEST(RefExecutorNumerics, F16DotIsBitIdenticalToReference) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> w(512), x(512);
+  for (auto& v : w) v = nd(rng);
+  for (auto& v : x) v = nd(rng);
+  const auto wh = testing::encode(GgmlType::F16, w, 512), xh = testing::encode(GgmlType::F16, x, 512);
+  EXPECT_EQ(refexec::dot_f16_fast(wh.data(), xh.data(), 512), ref::vec_dot_f16(wh.data(), xh.data(), 512));
 }
 
 }  // namespace

@@ -8,6 +8,8 @@ int cmd_version(int argc, char** argv, int first);
 int cmd_mkmodel(int argc, char** argv, int first);
 int cmd_inspect(int argc, char** argv, int first);
 int cmd_tokenize(int argc, char** argv, int first);
+int cmd_run(int argc, char** argv, int first);
+int cmd_logits(int argc, char** argv, int first);
 int cmd_bench(int argc, char** argv, int first);
 
 }  // namespace zenmoe::tools

@@ -1,0 +1,253 @@
+// `zenmoe run`: tokenise a prompt (optionally in the model's chat format), prefill it, then
+// sample and stream tokens until -n, an end-of-generation token or the context limit.
+// stdout carries only the generated text; the one summary line goes to stderr.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "runtime/chat.h"
+#include "runtime/executor.h"
+#include "runtime/gguf.h"
+#include "runtime/sampler.h"
+#include "runtime/tokenizer.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+#include "tools/engine.h"
+
+namespace zenmoe::tools {
+namespace {
+
+const std::vector<FlagSpec> kFlags = {
+    {"model", "m", true, "model file (.gguf; first part of a split model)"},
+    {"prompt", "p", true, "prompt text"},
+    {"file", "f", true, "read the prompt from this file"},
+    {"n-predict", "n", true, "tokens to generate (default 128; -1 = until end of generation)"},
+    {"threads", "t", true, "threads (default 1)"},
+    {"ctx-size", "c", true, "context size in tokens (default 4096, at most the model's)"},
+    {"temp", "", true, "temperature (default 0.8; 0 = greedy)"},
+    {"top-k", "", true, "top-k (default 40; 0 = off)"},
+    {"top-p", "", true, "top-p (default 0.95; 1 = off)"},
+    {"min-p", "", true, "min-p (default 0.05; 0 = off)"},
+    {"repeat-penalty", "", true, "repetition penalty (default 1 = off)"},
+    {"repeat-last-n", "", true, "tokens the repetition penalty looks back at (default 64)"},
+    {"seed", "s", true, "sampling seed (default: random)"},
+    {"chat", "", false, "wrap the prompt in the model's chat format"},
+    {"system-prompt", "sys", true, "system message for --chat"},
+    {"ignore-eos", "", false, "keep generating past end-of-generation tokens"},
+    {"ref", "", false, "force the scalar reference executor"},
+    {"help", "h", false, "show this help"},
+};
+
+struct RunOptions {
+  std::string model_path;
+  std::string prompt;
+  int64_t n_predict = 128;
+  int n_ctx = 4096;
+  bool ctx_given = false;
+  int n_threads = 1;
+  bool chat = false;
+  std::string system_prompt;
+  bool ignore_eos = false;
+  bool force_ref = false;
+  SamplerParams sampling;
+};
+
+Expected<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{"cannot open prompt file " + path};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Error{"cannot read prompt file " + path};
+  return ss.str();
+}
+
+Status parse_sampling(const Args& a, SamplerParams* s) {
+  auto temp = a.get_double("temp", 0.8, -1e9, 1e9);
+  auto top_k = a.get_int("top-k", 40, -1, 1 << 30);
+  auto top_p = a.get_double("top-p", 0.95, 0.0, 1.0);
+  auto min_p = a.get_double("min-p", 0.05, 0.0, 1.0);
+  auto pen = a.get_double("repeat-penalty", 1.0, 1e-6, 1e6);
+  auto last_n = a.get_int("repeat-last-n", 64, 0, 1 << 30);
+  auto seed = a.get_int("seed", -1, -1, INT64_MAX);
+  for (const Status& st : {temp.status(), top_p.status(), min_p.status(), pen.status()})
+    if (!st) return st;
+  for (const Status& st : {top_k.status(), last_n.status(), seed.status()})
+    if (!st) return st;
+  s->temp = static_cast<float>(*temp);
+  s->top_k = static_cast<int>(*top_k);
+  s->top_p = static_cast<float>(*top_p);
+  s->min_p = static_cast<float>(*min_p);
+  s->repeat_penalty = static_cast<float>(*pen);
+  s->repeat_last_n = static_cast<int>(*last_n);
+  // llama.cpp's convention: no seed (or -1) means a fresh random one.
+  s->seed = *seed >= 0 ? static_cast<uint64_t>(*seed) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  return check_sampler_params(*s);
+}
+
+Expected<RunOptions> parse_options(const Args& a) {
+  RunOptions o;
+  if (!a.positionals().empty()) return Error{"unexpected argument '" + a.positionals()[0] + "'"};
+  if (!a.has("model")) return Error{"missing -m MODEL.gguf (try zenmoe run --help)"};
+  o.model_path = a.get("model");
+  if (a.has("prompt") && a.has("file")) return Error{"give the prompt with -p or -f, not both"};
+  if (!a.has("prompt") && !a.has("file")) return Error{"missing prompt: give -p TEXT or -f FILE"};
+  if (a.has("file")) {
+    auto text = read_file(a.get("file"));
+    if (!text) return Error{text.error()};
+    o.prompt = std::move(*text);
+  } else {
+    o.prompt = a.get("prompt");
+  }
+  if (o.prompt.empty()) return Error{"the prompt is empty"};
+  auto n = a.get_int("n-predict", 128, -1, INT32_MAX);
+  auto ctx = a.get_int("ctx-size", 4096, 1, 1 << 24);
+  auto threads = a.get_int("threads", 1, 1, 1024);
+  for (const Status& st : {n.status(), ctx.status(), threads.status()})
+    if (!st) return Error{st.message()};
+  o.n_predict = *n;
+  o.n_ctx = static_cast<int>(*ctx);
+  o.ctx_given = a.has("ctx-size");
+  o.n_threads = static_cast<int>(*threads);
+  o.chat = a.has("chat");
+  o.system_prompt = a.get("system-prompt");
+  if (a.has("system-prompt") && !o.chat) return Error{"--system-prompt needs --chat"};
+  o.ignore_eos = a.has("ignore-eos");
+  o.force_ref = a.has("ref");
+  ZENMOE_RETURN_IF_ERROR(parse_sampling(a, &o.sampling));
+  return o;
+}
+
+// The prompt as the model sees it: chat-formatted when asked, BOS as the vocabulary says,
+// special-token texts parsed (like llama.cpp's CLI).
+Expected<std::vector<int32_t>> prompt_tokens(const RunOptions& o, const tok::Tokenizer& tk) {
+  std::string text = o.prompt;
+  if (o.chat) {
+    auto style = detect_chat_style(tk.chat_template());
+    if (!style) return Error{"--chat: " + style.error()};
+    std::vector<ChatMessage> msgs;
+    if (!o.system_prompt.empty()) msgs.push_back({"system", o.system_prompt});
+    msgs.push_back({"user", o.prompt});
+    auto formatted = format_chat(*style, msgs, true);
+    if (!formatted) return Error{"--chat: " + formatted.error()};
+    text = std::move(*formatted);
+  }
+  return tk.encode(text, /*add_special=*/true, /*parse_special=*/true);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void emit(const std::string& s) {
+  if (s.empty()) return;
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
+struct Stats {
+  size_t prompt_tokens = 0;
+  double prefill_s = 0;
+  int64_t generated = 0;
+  int64_t decode_evals = 0;
+  double decode_s = 0;
+  bool context_full = false;
+};
+
+// Prefill, then sample / stream / decode until a stop condition. Returns the figures.
+Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer& tk,
+                         const std::vector<int32_t>& prompt) {
+  Stats st;
+  st.prompt_tokens = prompt.size();
+  const int nv = ex.n_vocab();
+  std::vector<float> logits(static_cast<size_t>(nv));
+  Sampler sampler(o.sampling, nv);
+  for (int32_t t : prompt) sampler.accept(t);
+  auto t0 = std::chrono::steady_clock::now();
+  ZENMOE_RETURN_IF_ERROR(ex.eval(prompt, logits.data(), false));
+  st.prefill_s = seconds_since(t0);
+  tok::StreamDecoder dec(tk);
+  while (o.n_predict < 0 || st.generated < o.n_predict) {
+    const int32_t next = sampler.sample(logits.data());
+    if (tk.is_eog(next) && !o.ignore_eos) break;
+    sampler.accept(next);
+    ++st.generated;
+    emit(dec.push(next));
+    if (o.n_predict >= 0 && st.generated >= o.n_predict) break;
+    if (ex.n_past() >= ex.n_ctx()) {
+      st.context_full = true;
+      break;
+    }
+    t0 = std::chrono::steady_clock::now();
+    ZENMOE_RETURN_IF_ERROR(ex.eval(std::span<const int32_t>(&next, 1), logits.data(), false));
+    st.decode_s += seconds_since(t0);
+    ++st.decode_evals;
+  }
+  emit(dec.flush());
+  return st;
+}
+
+std::string rate(double n, double s) {
+  if (n <= 0 || s <= 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", n / s);
+  return buf;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv, int first) {
+  auto args = Args::parse(argc, argv, first, kFlags);
+  if (!args) return fail(args.error());
+  if (args->has("help")) {
+    std::fputs(usage_text("run -m MODEL.gguf -p TEXT [-n N] [options]", kFlags).c_str(), stdout);
+    return 0;
+  }
+  auto opts = parse_options(*args);
+  if (!opts) return fail(opts.error());
+  auto model = gguf::Model::open(opts->model_path);
+  if (!model) return fail(model.error());
+  auto tk = tok::Tokenizer::from_metadata(model->metadata());
+  if (!tk) return fail(tk.error());
+  auto prompt = prompt_tokens(*opts, *tk);
+  if (!prompt) return fail(prompt.error());
+  if (prompt->empty()) return fail("the prompt gives no tokens");
+  const std::string arch = model->metadata().get_string_or("general.architecture", "");
+  const uint64_t n_ctx_train = model->metadata().get_uint_or(arch + ".context_length", 0);
+  if (!opts->ctx_given && n_ctx_train > 0 && n_ctx_train < static_cast<uint64_t>(opts->n_ctx))
+    opts->n_ctx = static_cast<int>(n_ctx_train);
+  if (prompt->size() > static_cast<size_t>(opts->n_ctx))
+    return fail("the prompt has " + std::to_string(prompt->size()) + " tokens, more than the context size " +
+                std::to_string(opts->n_ctx) + " (raise -c)");
+  ExecutorOptions eo;
+  eo.n_ctx = opts->n_ctx;
+  eo.n_threads = opts->n_threads;
+  auto ex = make_engine(*model, eo, opts->force_ref ? Engine::Reference : Engine::Best);
+  if (!ex) return fail(ex.error());
+  for (int32_t t : *prompt)
+    if (t < 0 || t >= (*ex)->n_vocab())
+      return fail("prompt token " + std::to_string(t) + " is outside the model's vocabulary of " +
+                  std::to_string((*ex)->n_vocab()));
+  auto st = generate(*opts, **ex, *tk, *prompt);
+  if (!st) {
+    std::fputc('\n', stdout);
+    return fail(st.error());
+  }
+  if (isatty(STDOUT_FILENO)) std::fputc('\n', stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "prompt %zu tokens, prefill %s tok/s | generated %lld tokens, decode %s tok/s%s\n",
+               st->prompt_tokens, rate(static_cast<double>(st->prompt_tokens), st->prefill_s).c_str(),
+               static_cast<long long>(st->generated),
+               rate(static_cast<double>(st->decode_evals), st->decode_s).c_str(),
+               st->context_full ? " (context full)" : "");
+  return 0;
+}
+
+}  // namespace zenmoe::tools
