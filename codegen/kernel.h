@@ -19,9 +19,13 @@ struct GemvCall {
   int64_t r0 = 0, r1 = 0;      // rows to compute; any 0 <= r0 <= r1 <= packed rows
   float alpha = 1.0f;          // kGemvAccumulate: y[r] += alpha * dot(row r, x)
   uint32_t reserved = 0;
+  // kGateUpSwiglu only: output BlockQ8_K[rows / 256] (y is unused). Rows r count outputs
+  // h[r] = silu(gate r . x) * (up r . x); r0 and r1 must be multiples of 256.
+  void* q8_out = nullptr;
 };
 static_assert(offsetof(GemvCall, w) == 0 && offsetof(GemvCall, x) == 8 && offsetof(GemvCall, y) == 16 &&
-              offsetof(GemvCall, r0) == 24 && offsetof(GemvCall, r1) == 32 && offsetof(GemvCall, alpha) == 40);
+              offsetof(GemvCall, r0) == 24 && offsetof(GemvCall, r1) == 32 && offsetof(GemvCall, alpha) == 40 &&
+              offsetof(GemvCall, q8_out) == 48);
 
 using GemvFn = void (*)(const GemvCall*);
 

@@ -41,11 +41,18 @@ const char* op_name(KernelOp op) {
   switch (op) {
     case KernelOp::kGemv: return "gemv";
     case KernelOp::kGemvAccumulate: return "gemvacc";
+    case KernelOp::kGateUpSwiglu: return "gateup";
   }
   return "unknown";
 }
 
-const char* out_name(OutType o) { return o == OutType::kF32 ? "f32" : "unknown"; }
+const char* out_name(OutType o) {
+  switch (o) {
+    case OutType::kF32: return "f32";
+    case OutType::kQ8K: return "q8k";
+  }
+  return "unknown";
+}
 
 // Activation format each weight format is dotted with on the CPU (spec §2.12).
 bool activation_for(GgmlType w, GgmlType* act) {
@@ -91,7 +98,13 @@ Status validate(const KernelDesc& d) {
     return Error{name + ": weight format " + type_name(d.weight) + " is dotted with " +
                  type_name(act) + " activations, not " + type_name(d.act)};
   if (static_cast<int>(d.op) >= kKernelOpCount) return Error{name + ": unknown op"};
-  if (d.out != OutType::kF32) return Error{name + ": unknown output type"};
+  const bool fused = d.op == KernelOp::kGateUpSwiglu;
+  if (d.out != (fused ? OutType::kQ8K : OutType::kF32))
+    return Error{name + (fused ? ": gate+up+SwiGLU writes Q8_K" : ": GEMV kernels write f32")};
+  if (fused && d.weight != GgmlType::Q4_K)
+    return Error{name + ": fused gate+up+SwiGLU exists for q4_K weights only"};
+  if (fused && 512 % d.row_block != 0)
+    return Error{name + ": fused gate+up+SwiGLU needs a row block dividing 512"};
   if (static_cast<int>(d.isa) >= isa::kIsaLevelCount) return Error{name + ": unknown ISA level"};
   if (static_cast<int>(d.tuning) >= isa::kTuningCount) return Error{name + ": unknown tuning"};
   const TypeGeometry* g = type_geometry(d.weight);
@@ -117,6 +130,7 @@ Status validate(const KernelDesc& d) {
 KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, KernelOp op) {
   KernelDesc d;
   d.op = op;
+  d.out = op == KernelOp::kGateUpSwiglu ? OutType::kQ8K : OutType::kF32;
   d.weight = weight;
   GgmlType act = weight;
   activation_for(weight, &act);

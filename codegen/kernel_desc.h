@@ -16,10 +16,14 @@ namespace zenmoe {
 enum class KernelOp : uint8_t {
   kGemv = 0,             // y[r] = dot(W row r, x)                      for r in [r0, r1)
   kGemvAccumulate = 1,   // y[r] += alpha * dot(W row r, x)  (MoE down projection)
+  // Fused expert gate + up: over gate/up rows packed interleaved (pack_gate_up), computes
+  // h[r] = silu(gate r . x) * (up r . x) and writes h quantised to Q8_K (the down
+  // projection's activation) for r in [r0, r1), both multiples of 256.
+  kGateUpSwiglu = 2,
 };
-inline constexpr int kKernelOpCount = 2;
+inline constexpr int kKernelOpCount = 3;
 
-enum class OutType : uint8_t { kF32 = 0 };
+enum class OutType : uint8_t { kF32 = 0, kQ8K = 1 };
 
 // Bumped whenever a generator changes the code it emits for the same descriptor, so cached
 // or dumped kernels of an older generator never alias a newer one.

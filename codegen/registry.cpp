@@ -5,6 +5,9 @@
 #include <cstring>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "codegen/x64/generators.h"
 #include "kernels/pack.h"
 
@@ -17,6 +20,7 @@ class ScalarKernel : public KernelCode {
   explicit ScalarKernel(const KernelDesc& d) : d_(d) {}
   void run(const GemvCall& c) const override {
     if (c.r0 >= c.r1) return;
+    if (d_.op == KernelOp::kGateUpSwiglu) return run_gate_up(c);
     Expected<PackLayout> L = pack_layout(d_.weight, d_.row_block, c.r1, d_.cols);
     if (!L) return;  // unreachable: the descriptor was validated before construction
     (void)gemv_packed_ref(*L, c.w, c.x, c.y, c.r0, c.r1, d_.op == KernelOp::kGemvAccumulate, c.alpha);
@@ -25,6 +29,19 @@ class ScalarKernel : public KernelCode {
   size_t code_size() const override { return 0; }
 
  private:
+  // Interleaved gate/up rows 2r, 2r+1 -> 512 floats per Q8_K block of h -> epilogue.
+  void run_gate_up(const GemvCall& c) const {
+    Expected<PackLayout> L = pack_layout(d_.weight, d_.row_block, 2 * c.r1, d_.cols);
+    if (!L) return;
+    float gu[512];
+    for (int64_t b = c.r0 / 256; b < c.r1 / 256; ++b) {
+      std::vector<float> tmp(static_cast<size_t>(2 * c.r1));
+      (void)gemv_packed_ref(*L, c.w, c.x, tmp.data(), 512 * b, 512 * (b + 1));
+      std::copy(tmp.begin() + 512 * b, tmp.begin() + 512 * (b + 1), gu);
+      x64::swiglu_quantize_q8k(gu, static_cast<uint8_t*>(c.q8_out) + b * sizeof(BlockQ8_K));
+    }
+  }
+
   KernelDesc d_;
 };
 

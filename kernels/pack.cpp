@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace zenmoe {
 namespace {
@@ -162,6 +163,21 @@ Expected<PackedWeights> pack_weights(GgmlType format, int32_t row_block, const v
   if (!p.data) return Error{"pack: out of memory for " + std::to_string(L->total_bytes) + " bytes"};
   ZENMOE_RETURN_IF_ERROR(pack_into(*L, src, src_bytes, p.data.get()));
   return p;
+}
+
+Expected<PackedWeights> pack_gate_up(GgmlType format, int32_t row_block, const void* gate,
+                                     const void* up, size_t bytes_each, int64_t rows, int64_t cols) {
+  const int64_t rb = row_bytes(format, cols);
+  if (gate == nullptr || up == nullptr) return Error{"pack_gate_up: null gate or up matrix"};
+  if (rb <= 0 || rows <= 0 || static_cast<uint64_t>(rb * rows) > bytes_each)
+    return Error{std::string("pack_gate_up ") + type_name(format) + ": gate/up have " +
+                 std::to_string(bytes_each) + " bytes, " + std::to_string(rb * rows) + " needed"};
+  std::vector<uint8_t> both(static_cast<size_t>(2 * rows * rb));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(both.data() + (2 * r) * rb, static_cast<const uint8_t*>(gate) + r * rb, static_cast<size_t>(rb));
+    std::memcpy(both.data() + (2 * r + 1) * rb, static_cast<const uint8_t*>(up) + r * rb, static_cast<size_t>(rb));
+  }
+  return pack_weights(format, row_block, both.data(), both.size(), 2 * rows, cols);
 }
 
 Status gemv_packed_ref(const PackLayout& L, const uint8_t* packed, const void* x, float* y,

@@ -72,6 +72,12 @@ Status pack_into(const PackLayout& layout, const void* src, size_t src_bytes, ui
 Expected<PackedWeights> pack_weights(GgmlType format, int32_t row_block, const void* src,
                                      size_t src_bytes, int64_t rows, int64_t cols);
 
+// Packs an expert's gate and up matrices (each `rows` x `cols`, GGUF layout) interleaved:
+// packed row 2r = gate row r, 2r+1 = up row r, so each row pair of a K-quant group holds one
+// gate row and its up row (layout.rows = 2 * rows). For KernelOp::kGateUpSwiglu.
+Expected<PackedWeights> pack_gate_up(GgmlType format, int32_t row_block, const void* gate,
+                                     const void* up, size_t bytes_each, int64_t rows, int64_t cols);
+
 // Scalar reference of the packed layout: for r in [r0, r1),
 //   y[r] = dot(row r, x)                 (accumulate == false)
 //   y[r] += alpha * dot(row r, x)        (accumulate == true)

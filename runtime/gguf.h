@@ -23,8 +23,8 @@ const char* value_type_name(ValueType t);  // "u32", "string", "array", ...
 
 // One metadata value. Scalars: integers live in `i` (signed types) or `u` (unsigned types,
 // bool), floats in `f`, strings in `str`. Arrays: `array_type` is the element type and the
-// elements are in `arr_i` / `arr_u` / `arr_f` / `arr_str` by the same rule (nested arrays are
-// rejected by the reader, like the reference reader does).
+// elements are in `arr_i` / `arr_u` / `arr_f` / `arr_str` by the same rule; arrays of arrays
+// (allowed by the GGUF format, rare in practice) keep each inner array as a Value in `arr_arr`.
 struct Value {
   ValueType type = ValueType::U32;
   int64_t i = 0;
@@ -36,6 +36,7 @@ struct Value {
   std::vector<uint64_t> arr_u;
   std::vector<double> arr_f;
   std::vector<std::string> arr_str;
+  std::vector<Value> arr_arr;  // element type ARRAY: each element is itself an ARRAY value
 
   static Value u8(uint8_t v), i8(int8_t v), u16(uint16_t v), i16(int16_t v);
   static Value u32(uint32_t v), i32(int32_t v), u64(uint64_t v), i64(int64_t v);
@@ -44,6 +45,7 @@ struct Value {
   static Value array_of_ints(ValueType elem, std::vector<int64_t> v);    // signed elem types
   static Value array_of_uints(ValueType elem, std::vector<uint64_t> v);  // unsigned / bool
   static Value array_of_floats(ValueType elem, std::vector<double> v);   // F32 / F64
+  static Value array_of_arrays(std::vector<Value> v);  // every element must be an ARRAY value
   size_t array_size() const;
   bool operator==(const Value& o) const;
 };

@@ -12,6 +12,8 @@ namespace zenmoe::gguf {
 
 // GGML_MAX_NAME: tensor names are at most 63 bytes.
 inline constexpr size_t kMaxTensorName = 64;
+// Arrays of arrays deeper than this are rejected (bounds recursion on hostile input).
+inline constexpr int kMaxArrayDepth = 8;
 
 // `s` made safe for a one-line error message: non-printable bytes as \xNN, cut at max_len.
 std::string printable(std::string_view s, size_t max_len = 80);

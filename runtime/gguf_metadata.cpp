@@ -139,8 +139,17 @@ Value Value::array_of_floats(ValueType elem, std::vector<double> v) {
   return r;
 }
 
+Value Value::array_of_arrays(std::vector<Value> v) {
+  Value r;
+  r.type = ValueType::ARRAY;
+  r.array_type = ValueType::ARRAY;
+  r.arr_arr = std::move(v);
+  return r;
+}
+
 size_t Value::array_size() const {
   if (type != ValueType::ARRAY) return 0;
+  if (array_type == ValueType::ARRAY) return arr_arr.size();
   if (array_type == ValueType::STRING) return arr_str.size();
   if (is_signed_int(array_type)) return arr_i.size();
   if (is_float(array_type)) return arr_f.size();
@@ -156,6 +165,7 @@ bool Value::operator==(const Value& o) const {
   if (type != ValueType::ARRAY) return false;  // not a valid type id
   if (array_type != o.array_type) return false;
   if (array_type == ValueType::STRING) return arr_str == o.arr_str;
+  if (array_type == ValueType::ARRAY) return arr_arr == o.arr_arr;
   if (is_signed_int(array_type)) return arr_i == o.arr_i;
   if (is_float(array_type)) return same_float_vectors(array_type, arr_f, o.arr_f);
   return arr_u == o.arr_u;

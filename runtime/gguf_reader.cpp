@@ -82,7 +82,7 @@ class Parser {
   Status read_header(int64_t* n_tensors, int64_t* n_kv);
   Status read_kv(int64_t index);
   Status read_scalar(ValueType t, Value* v, const char* what);
-  Status read_array(Value* v);
+  Status read_array(Value* v, int depth);
   Status check_alignment();
   Status read_tensor_info(int64_t index, std::unordered_set<std::string>* names);
   Status place_tensors();
@@ -154,24 +154,32 @@ Status Parser::read_scalar(ValueType t, Value* v, const char* what) {
   return {};
 }
 
-Status Parser::read_array(Value* v) {
+Status Parser::read_array(Value* v, int depth) {
   int32_t et = 0;
   uint64_t count = 0;
   ZENMOE_RETURN_IF_ERROR(read(&et, "array element type"));
   if (et < 0 || et > static_cast<int32_t>(ValueType::F64))
     return fail(ctx_ + "unknown array element type id " + std::to_string(et));
   const auto elem = static_cast<ValueType>(et);
-  if (elem == ValueType::ARRAY) return fail(ctx_ + "nested arrays are not supported");
+  if (elem == ValueType::ARRAY && depth >= kMaxArrayDepth)
+    return fail(ctx_ + "arrays nested deeper than " + std::to_string(kMaxArrayDepth) + " levels");
   ZENMOE_RETURN_IF_ERROR(read(&count, "array length"));
-  // A string element takes at least its 8-byte length, so this bounds every array by the
-  // bytes left before anything is allocated.
-  const uint64_t min_elem = elem == ValueType::STRING ? 8 : fixed_size(elem);
+  // A string element takes at least its 8-byte length and an inner array its 12-byte header,
+  // so this bounds every array by the bytes left before anything is allocated.
+  const uint64_t min_elem = elem == ValueType::STRING  ? 8
+                            : elem == ValueType::ARRAY ? 12
+                                                       : fixed_size(elem);
   if (count > left() / min_elem)
     return fail(ctx_ + "array length " + std::to_string(count) + " of " +
                 value_type_name(elem) + " at offset " + std::to_string(pos_ - 8) +
                 " goes beyond the end of the file (" + std::to_string(left()) + " bytes left)");
   v->type = ValueType::ARRAY;
   v->array_type = elem;
+  if (elem == ValueType::ARRAY) {
+    v->arr_arr.resize(count);
+    for (auto& inner : v->arr_arr) ZENMOE_RETURN_IF_ERROR(read_array(&inner, depth + 1));
+    return {};
+  }
   if (elem == ValueType::STRING) {
     v->arr_str.resize(count);
     for (auto& s : v->arr_str) ZENMOE_RETURN_IF_ERROR(read_string(&s, "array element"));
@@ -206,7 +214,7 @@ Status Parser::read_kv(int64_t index) {
   Value v;
   v.type = static_cast<ValueType>(type);
   if (v.type == ValueType::ARRAY) {
-    ZENMOE_RETURN_IF_ERROR(read_array(&v));
+    ZENMOE_RETURN_IF_ERROR(read_array(&v, 1));
   } else if (v.type == ValueType::STRING) {
     ZENMOE_RETURN_IF_ERROR(read_string(&v.str, "value"));
   } else {

@@ -90,12 +90,19 @@ bool valid_id(ValueType t) {
 // Appends one scalar (or one array element) of type t held in v's scalar fields.
 Status put_array(Bytes& out, const std::string& key, const Value& v) {
   const ValueType et = v.array_type;
-  if (!valid_id(et) || et == ValueType::ARRAY)
-    return Error{"metadata key '" + key + "': arrays of " +
-                 (valid_id(et) ? "arrays" : "type id " + std::to_string(static_cast<int>(et))) +
-                 " cannot be written"};
+  if (!valid_id(et))
+    return Error{"metadata key '" + key + "': arrays of type id " +
+                 std::to_string(static_cast<int>(et)) + " cannot be written"};
   out.put<int32_t>(static_cast<int32_t>(et));
   out.put<uint64_t>(v.array_size());
+  if (et == ValueType::ARRAY) {
+    for (const auto& inner : v.arr_arr) {
+      if (inner.type != ValueType::ARRAY)
+        return Error{"metadata key '" + key + "': an element of an array of arrays is not an array"};
+      ZENMOE_RETURN_IF_ERROR(put_array(out, key, inner));
+    }
+    return {};
+  }
   auto bad = [&](size_t k) {
     return Error{"metadata key '" + key + "': element " + std::to_string(k) +
                  " does not fit " + value_type_name(et)};

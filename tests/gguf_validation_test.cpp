@@ -115,9 +115,18 @@ TEST(GgufValidation, ValueTypeIds) {
   RawGguf n;
   n.header(0, 1).str("k").put<int32_t>(-1).zeros(8);
   expect_rejected(n.b, {"unknown value type id -1"});
+  // Arrays of arrays are read (see the writer round trip) but their depth is bounded.
   RawGguf nested;
-  nested.header(0, 1).str("k").put<int32_t>(9).put<int32_t>(9).put<uint64_t>(0);
-  expect_rejected(nested.b, {"'k'", "nested arrays"});
+  nested.header(0, 1).str("k");
+  nested.put<int32_t>(9);
+  for (int d = 0; d < 9; ++d) nested.put<int32_t>(9).put<uint64_t>(1);
+  nested.put<int32_t>(5).put<uint64_t>(0);
+  expect_rejected(nested.b, {"'k'", "nested deeper than 8"});
+  // An inner array's length beyond the file.
+  RawGguf inner;
+  inner.header(0, 1).str("k").put<int32_t>(9).put<int32_t>(9).put<uint64_t>(1);
+  inner.put<int32_t>(4).put<uint64_t>(1000);
+  expect_rejected(inner.b, {"'k'", "array length 1000", "beyond"});
   RawGguf bad_elem;
   bad_elem.header(0, 1).str("k").put<int32_t>(9).put<int32_t>(13).put<uint64_t>(0);
   expect_rejected(bad_elem.b, {"'k'", "unknown array element type id 13"});

@@ -32,7 +32,8 @@ json array_values(const Value& v, size_t limit) {
   const size_t n = std::min(v.array_size(), limit);
   for (size_t k = 0; k < n; ++k) {
     const ValueType t = v.array_type;
-    if (t == ValueType::STRING) out.push_back(v.arr_str[k]);
+    if (t == ValueType::ARRAY) out.push_back(array_values(v.arr_arr[k], limit));
+    else if (t == ValueType::STRING) out.push_back(v.arr_str[k]);
     else if (t == ValueType::BOOL) out.push_back(v.arr_u[k] != 0);
     else if (is_float(t)) out.push_back(v.arr_f[k]);
     else if (is_signed(t)) out.push_back(v.arr_i[k]);

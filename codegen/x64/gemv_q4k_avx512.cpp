@@ -36,7 +36,8 @@ class GemvQ4KAvx512 : public JitKernelBase {
  public:
   explicit GemvQ4KAvx512(const KernelDesc& d)
       : JitKernelBase(64 * 1024), d_(d), R_(d.row_block), P_(d.row_block / 2), S_(d.cols / 256),
-        vnni_(d.isa >= isa::IsaLevel::kAvx512Vnni), acc_(d.op == KernelOp::kGemvAccumulate) {}
+        vnni_(d.isa >= isa::IsaLevel::kAvx512Vnni), acc_(d.op == KernelOp::kGemvAccumulate),
+        fused_(d.op == KernelOp::kGateUpSwiglu) {}
   void generate();
 
  private:
@@ -50,26 +51,31 @@ class GemvQ4KAvx512 : public JitKernelBase {
   const Zmm zM = zmm26, zDd = zmm27, zDm = zmm28, zT = zmm29, zOnes = zmm30;
 
   int64_t scratch_bytes() const { return int64_t{S_} * kScratchPerSb; }
+  void generate_gemv();
+  void generate_gate_up();
+  void constants();
+  void group_body();
   void prep_activations();
   void superblock();
   void pair(int p);
   void dot(const Zmm& acc, const Zmm& u, const Zmm& s);
-  void reduce_pair(int p);
+  void reduce_pair(int p, const Reg64& base, int64_t offset);
   void prefetch();
 
   KernelDesc d_;
   int R_, P_, S_;
-  bool vnni_, acc_;
+  bool vnni_, acc_, fused_;
 };
 
 void GemvQ4KAvx512::generate() {
-  enter_frame(scratch_bytes() + 128);
-  Label groups, done;
-  mov(rax, qword[rArgs + kArgR0]);
-  cmp(rax, qword[rArgs + kArgR1]);
-  jge(done, T_NEAR);
-  prep_activations();
-  group_bounds(rArgs, R_, rGroup, rGroupEnd);
+  if (fused_) {
+    generate_gate_up();
+  } else {
+    generate_gemv();
+  }
+}
+
+void GemvQ4KAvx512::constants() {
   mov(rW, qword[rArgs + kArgW]);
   mov(eax, 0x0F0F0F0F);
   vpbroadcastd(zM0F, eax);
@@ -79,9 +85,84 @@ void GemvQ4KAvx512::generate() {
     mov(eax, 0x00010001);
     vpbroadcastd(zOnes, eax);
   }
+}
+
+void GemvQ4KAvx512::generate_gemv() {
+  enter_frame(scratch_bytes() + 128);
+  Label groups, done;
+  mov(rax, qword[rArgs + kArgR0]);
+  cmp(rax, qword[rArgs + kArgR1]);
+  jge(done, T_NEAR);
+  prep_activations();
+  group_bounds(rArgs, R_, rGroup, rGroupEnd);
+  constants();
+  L(groups);
+  group_body();
+  for (int p = 0; p < P_; ++p) reduce_pair(p, rsp, scratch_bytes());
+  write_rows(rArgs, rGroup, R_, ptr[rsp + scratch_bytes()], acc_);
+  inc(rGroup);
+  cmp(rGroup, rGroupEnd);
+  jb(groups, T_NEAR);
+  L(done);
+  leave_frame();
+}
+
+// Fused expert gate + up: groups of interleaved gate/up rows fill 512 floats (256 outputs),
+// then the epilogue writes one Q8_K block of silu(gate) * up.
+void GemvQ4KAvx512::generate_gate_up() {
+  const int gpb = 512 / R_;                        // row groups per Q8_K block of outputs
+  const int64_t hbuf = scratch_bytes();            // 512 floats: gate/up interleaved
+  const int64_t slot = hbuf + 2048;                // call record, block, block end
+  enter_frame(slot + 64);
+  Label blocks, groups, done;
+  mov(rax, qword[rArgs + kArgR0]);
+  cmp(rax, qword[rArgs + kArgR1]);
+  jge(done, T_NEAR);
+  prep_activations();
+  mov(qword[rsp + slot], rArgs);
+  mov(rax, qword[rArgs + kArgR0]);
+  shr(rax, 8);
+  mov(qword[rsp + slot + 8], rax);
+  mov(rax, qword[rArgs + kArgR1]);
+  shr(rax, 8);
+  mov(qword[rsp + slot + 16], rax);
+  L(blocks);
+  constants();
+  mov(rGroup, qword[rsp + slot + 8]);
+  imul(rGroup, rGroup, gpb);
+  lea(rGroupEnd, ptr[rGroup + gpb]);
+  L(groups);
+  group_body();
+  mov(rax, rGroup);
+  and_(rax, gpb - 1);
+  imul(rax, rax, R_ * 4);
+  lea(rax, ptr[rsp + rax + hbuf]);
+  for (int p = 0; p < P_; ++p) reduce_pair(p, rax, 0);
+  inc(rGroup);
+  cmp(rGroup, rGroupEnd);
+  jb(groups, T_NEAR);
+  // swiglu_quantize_q8k(H, q8_out + block * sizeof(BlockQ8_K)); rsp is 64-byte aligned.
+  mov(rsi, qword[rsp + slot + 8]);
+  imul(rsi, rsi, kQ8KBytes);
+  add(rsi, qword[rArgs + kArgQ8Out]);
+  lea(rdi, ptr[rsp + hbuf]);
+  mov(rax, reinterpret_cast<uintptr_t>(&swiglu_quantize_q8k));
+  vzeroupper();
+  call(rax);
+  mov(rArgs, qword[rsp + slot]);
+  mov(rax, qword[rsp + slot + 8]);
+  inc(rax);
+  mov(qword[rsp + slot + 8], rax);
+  cmp(rax, qword[rsp + slot + 16]);
+  jb(blocks, T_NEAR);
+  L(done);
+  leave_frame();
+}
+
+// One row group: pointers, zeroed accumulators, the super-block loop.
+void GemvQ4KAvx512::group_body() {
   const int64_t stride = d_.cols / 256 * int64_t{R_} * 148;
   const int64_t group_stride = (stride + 63) / 64 * 64;
-  L(groups);
   mov(rPc, rGroup);
   imul(rPc, rPc, static_cast<int>(group_stride));
   add(rPc, rW);
@@ -101,13 +182,6 @@ void GemvQ4KAvx512::generate() {
   add(rPw, kScratchPerSb);
   dec(rCnt);
   jnz(sb, T_NEAR);
-  for (int p = 0; p < P_; ++p) reduce_pair(p);
-  write_rows(rArgs, rGroup, R_, ptr[rsp + scratch_bytes()], acc_);
-  inc(rGroup);
-  cmp(rGroup, rGroupEnd);
-  jb(groups, T_NEAR);
-  L(done);
-  leave_frame();
 }
 
 void GemvQ4KAvx512::prep_activations() {
@@ -202,7 +276,7 @@ void GemvQ4KAvx512::prefetch() {
   for (int i = 0; i < (R_ * 16 + 63) / 64; ++i) prefetcht0(ptr[rPs + ps + 64 * i]);
 }
 
-void GemvQ4KAvx512::reduce_pair(int p) {
+void GemvQ4KAvx512::reduce_pair(int p, const Reg64& base, int64_t offset) {
   // Even lanes are row 2p, odd lanes row 2p+1: fold to lanes 0 and 1.
   const Zmm& a = zAcc[p];
   vpermilps(zT, a, 0x4E);
@@ -211,7 +285,7 @@ void GemvQ4KAvx512::reduce_pair(int p) {
   vaddps(a, a, zT);
   vshuff32x4(zT, a, a, 0xB1);
   vaddps(a, a, zT);
-  vmovlps(ptr[rsp + scratch_bytes() + 8 * p], Xmm(a.getIdx()));
+  vmovlps(ptr[base + offset + 8 * p], Xmm(a.getIdx()));
 }
 
 }  // namespace

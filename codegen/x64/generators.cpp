@@ -4,6 +4,9 @@
 
 #include <string>
 
+#include "kernels/ref/ops.h"
+#include "kernels/ref/quant.h"
+
 namespace zenmoe::x64 {
 
 Expected<std::unique_ptr<KernelCode>> generate_gemv_q4k_avx512(const KernelDesc& d);
@@ -16,6 +19,8 @@ namespace {
 Expected<std::unique_ptr<KernelCode>> dispatch(const KernelDesc& d) {
   const bool avx512 = d.isa >= isa::IsaLevel::kAvx512;
   if (d.weight == GgmlType::Q4_K && avx512) return generate_gemv_q4k_avx512(d);
+  if (d.op == KernelOp::kGateUpSwiglu && !avx512)
+    return Error{canonical_name(d) + ": fused gate+up+SwiGLU has AVX-512 and scalar kernels only"};
   if (d.weight == GgmlType::Q4_K && d.isa == isa::IsaLevel::kAvx2) return generate_gemv_q4k_avx2(d);
   if (d.weight == GgmlType::Q6_K && d.isa >= isa::IsaLevel::kAvx512Vnni) return generate_gemv_q6k_avx512(d);
   const bool int8 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0;
@@ -26,6 +31,16 @@ Expected<std::unique_ptr<KernelCode>> dispatch(const KernelDesc& d) {
 }
 
 }  // namespace
+
+void swiglu_quantize_q8k(const float* gu, void* q8k_block) {
+  float gate[256], up[256];
+  for (int r = 0; r < 256; ++r) {
+    gate[r] = gu[2 * r];
+    up[r] = gu[2 * r + 1];
+  }
+  ref::swiglu(gate, up, gate, 256);
+  ref::quantize_row(GgmlType::Q8_K, gate, q8k_block, 256);
+}
 
 std::vector<isa::IsaLevel> generated_levels(GgmlType weight) {
   using isa::IsaLevel;

@@ -12,6 +12,12 @@ namespace zenmoe::x64 {
 // Generates machine code for a validated descriptor whose ISA the host supports.
 Expected<std::unique_ptr<KernelCode>> generate_gemv(const KernelDesc& d);
 
+// Epilogue of the fused gate+up kernels, called from generated code once per 256 outputs:
+// `gu` holds gate/up dot products interleaved (gate r at 2r, up r at 2r+1, r = 0..255);
+// writes h = silu(gate) * up quantised to one BlockQ8_K, with the reference SwiGLU and Q8_K
+// quantiser (spec §2.9), so the result is bit-exact given the dot products.
+void swiglu_quantize_q8k(const float* gu, void* q8k_block);
+
 // ISA levels (above scalar) that have a generator for this weight format.
 std::vector<isa::IsaLevel> generated_levels(GgmlType weight);
 

@@ -24,7 +24,8 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
 
  protected:
   // Offsets of GemvCall fields (kernel.h pins them with static_asserts).
-  static constexpr int kArgW = 0, kArgX = 8, kArgY = 16, kArgR0 = 24, kArgR1 = 32, kArgAlpha = 40;
+  static constexpr int kArgW = 0, kArgX = 8, kArgY = 16, kArgR0 = 24, kArgR1 = 32, kArgAlpha = 40,
+                       kArgQ8Out = 48;
 
   // Pushes the callee-saved registers, points rbp at them and reserves `frame_bytes` of
   // 64-byte aligned stack at rsp, touching every page on the way down.

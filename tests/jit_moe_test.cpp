@@ -1,0 +1,126 @@
+// Fused MoE expert kernels: gate + up + SwiGLU + Q8_K quantisation in one call, and the down
+// projection that accumulates alpha * W_down h into the output.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/isa.h"
+#include "codegen/registry.h"
+#include "jit_gemv_tester.h"
+#include "kernels/pack.h"
+#include "kernels/ref/ops.h"
+#include "kernels/ref/quant.h"
+
+namespace zenmoe {
+namespace {
+
+using isa::IsaLevel;
+
+std::vector<IsaLevel> fused_levels() {
+  std::vector<IsaLevel> out = {IsaLevel::kScalar};
+  for (IsaLevel l : isa::host_levels())
+    if (l >= IsaLevel::kAvx512) out.push_back(l);
+  return out;
+}
+
+std::vector<float> run_gemv(const Kernel& k, const uint8_t* w, const void* x, int64_t rows) {
+  std::vector<float> y(static_cast<size_t>(rows));
+  GemvCall c;
+  c.w = w;
+  c.x = x;
+  c.y = y.data();
+  c.r0 = 0;
+  c.r1 = rows;
+  k(c);
+  return y;
+}
+
+class GateUp : public ::testing::TestWithParam<IsaLevel> {};
+
+// The fused kernel must equal, bit for bit, the plain GEMV of the same ISA over the same
+// interleaved rows followed by the reference SwiGLU and Q8_K quantiser; the plain GEMV's gate
+// rows must equal, bit for bit, the plain GEMV over the gate matrix alone (itself checked
+// against the reference vec_dot in jit_gemv_test).
+TEST_P(GateUp, EqualsGemvThenSwigluThenQuantise) {
+  const IsaLevel level = GetParam();
+  for (int64_t ffn : {256, 768})
+    for (int64_t k : {256, 2048, 7168}) {
+      SCOPED_TRACE("ffn " + std::to_string(ffn) + " K " + std::to_string(k));
+      std::mt19937 rng(static_cast<uint32_t>(ffn + k));
+      const size_t bytes = static_cast<size_t>(ffn * row_bytes(GgmlType::Q4_K, k));
+      std::vector<uint8_t> gate(bytes), up(bytes);
+      testing::fill_q4k(testing::Data::kRandom, rng, ffn * k / 256, gate.data());
+      testing::fill_q4k(testing::Data::kRandom, rng, ffn * k / 256, up.data());
+      std::vector<float> xf(static_cast<size_t>(k));
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      for (auto& v : xf) v = u(rng);
+      std::vector<uint8_t> x(static_cast<size_t>(row_bytes(GgmlType::Q8_K, k)));
+      ref::quantize_row(GgmlType::Q8_K, xf.data(), x.data(), k);
+
+      Expected<PackedWeights> gu = pack_gate_up(GgmlType::Q4_K, 8, gate.data(), up.data(), bytes, ffn, k);
+      ASSERT_TRUE(gu.has_value()) << gu.error();
+      Expected<PackedWeights> g = pack_weights(GgmlType::Q4_K, 8, gate.data(), bytes, ffn, k);
+      ASSERT_TRUE(g.has_value());
+      const isa::Target t{level, isa::Tuning::kGeneric};
+      auto plain = global_registry().get(default_gemv_desc(GgmlType::Q4_K, static_cast<int32_t>(k), t));
+      auto fused = global_registry().get(
+          default_gemv_desc(GgmlType::Q4_K, static_cast<int32_t>(k), t, KernelOp::kGateUpSwiglu));
+      ASSERT_TRUE(plain.has_value()) << plain.error();
+      ASSERT_TRUE(fused.has_value()) << fused.error();
+      EXPECT_EQ(canonical_name((*fused)->desc()), std::string("gateup_q4k_q8k_q8k_8r__") + isa::level_name(level) + "_generic");
+
+      const std::vector<float> y = run_gemv(**plain, gu->data.get(), x.data(), 2 * ffn);
+      const std::vector<float> yg = run_gemv(**plain, g->data.get(), x.data(), ffn);
+      std::vector<float> gv(static_cast<size_t>(ffn)), uv(static_cast<size_t>(ffn)), h(static_cast<size_t>(ffn));
+      for (int64_t r = 0; r < ffn; ++r) {
+        ASSERT_EQ(std::memcmp(&y[2 * r], &yg[r], 4), 0) << "gate row " << r;
+        gv[r] = y[2 * r];
+        uv[r] = y[2 * r + 1];
+      }
+      ref::swiglu(gv.data(), uv.data(), h.data(), ffn);
+      std::vector<uint8_t> want(static_cast<size_t>(row_bytes(GgmlType::Q8_K, ffn)));
+      ref::quantize_row(GgmlType::Q8_K, h.data(), want.data(), ffn);
+
+      for (int64_t r0 : {int64_t{0}, int64_t{256}}) {
+        if (r0 >= ffn) continue;
+        std::vector<uint8_t> out(want.size(), 0xAB);
+        GemvCall c;
+        c.w = gu->data.get();
+        c.x = x.data();
+        c.r0 = r0;
+        c.r1 = ffn;
+        c.q8_out = out.data();
+        (**fused)(c);
+        const size_t skip = static_cast<size_t>(r0 / 256) * sizeof(BlockQ8_K);
+        for (size_t i = 0; i < skip; ++i) ASSERT_EQ(out[i], 0xAB) << "wrote outside [r0, r1)";
+        ASSERT_EQ(std::memcmp(out.data() + skip, want.data() + skip, want.size() - skip), 0) << "r0 " << r0;
+      }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, GateUp, ::testing::ValuesIn(fused_levels()),
+                         [](const ::testing::TestParamInfo<IsaLevel>& i) { return std::string(isa::level_name(i.param)); });
+
+TEST(GateUpDesc, RequiresQ8KOutputAndQ4K) {
+  KernelDesc d = default_gemv_desc(GgmlType::Q4_K, 2048, {IsaLevel::kScalar, isa::Tuning::kGeneric},
+                                   KernelOp::kGateUpSwiglu);
+  EXPECT_TRUE(validate(d).is_ok());
+  d.out = OutType::kF32;
+  EXPECT_FALSE(validate(d).is_ok());
+  d = default_gemv_desc(GgmlType::Q8_0, 2048, {IsaLevel::kScalar, isa::Tuning::kGeneric}, KernelOp::kGateUpSwiglu);
+  EXPECT_FALSE(validate(d).is_ok());
+  std::vector<uint8_t> w(144);
+  EXPECT_FALSE(pack_gate_up(GgmlType::Q4_K, 8, w.data(), w.data(), w.size(), 2, 256).has_value());
+}
+
+// The down projection of an expert: y += w_e * W_down h, accumulated over experts.
+TEST(MoeDown, AccumulatesRouterWeightedExperts) {
+  for (IsaLevel level : fused_levels())
+    testing::GemvTester().format(GgmlType::Q4_K).isa(level).cols(2048).rows(72).accumulate(true).Test();
+}
+
+}  // namespace
+}  // namespace zenmoe
