@@ -2,6 +2,7 @@
 // fields, bad flags exit 1), the benchmark planning helpers, and the numerics of the
 // compiler-vectorised baseline loops on the spec's worked examples.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -30,7 +31,9 @@ struct RunResult {
 };
 
 RunResult run_cli(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "bench_cli_stderr.txt";
+  // One file per process: ctest runs the tests of this file in parallel processes.
+  const std::string err_path =
+      ::testing::TempDir() + "bench_cli_stderr_" + std::to_string(getpid()) + ".txt";
   std::string cmd = std::string(ZENMOE_BINARY) + " " + args + " 2>" + err_path;
   RunResult r;
   FILE* p = popen(cmd.c_str(), "r");
@@ -100,7 +103,9 @@ TEST(BenchCli, DumpWritesGeneratedKernels) {
   std::ifstream f(file, std::ios::binary | std::ios::ate);
   // The scalar reference has no machine code to write; every generated level has.
   ASSERT_EQ(f.good(), target->level != isa::IsaLevel::kScalar) << file;
-  if (f.good()) EXPECT_GT(static_cast<int64_t>(f.tellg()), 16);
+  if (f.good()) {
+    EXPECT_GT(static_cast<int64_t>(f.tellg()), 16);
+  }
 }
 
 TEST(BenchCli, KernelsTableListsEveryKernel) {
