@@ -21,3 +21,6 @@ else
   "$ZM" mkmodel --preset small -o "$DEMO"
 fi
 "$ZM" inspect "$DEMO"
+# Generate from it (random weights: the text is noise; the summary line on stderr gives tok/s).
+"$ZM" run -m "$DEMO" -p "The quick brown fox" -n 32 --seed 1
+echo
