@@ -76,7 +76,7 @@ class Impl final : public FastExecutor {
   int n_past() const override { return n_past_; }
   Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) override;
   void reset() override { n_past_ = 0; }
-  OpProfile op_profile() const override;
+  std::vector<std::pair<std::string, double>> profile() const override;
   std::vector<std::string> dispatch_log() const override { return dispatch_; }
   const std::string& placement() const override { return pool_->placement(); }
 
@@ -281,10 +281,10 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
     int32_t* pos = tensors_[static_cast<size_t>(positions_)].i32();
     for (int64_t t = 0; t < T; ++t) pos[t] = n_past_ + static_cast<int32_t>(t);
     for (Step& s : steps_) {
-      const auto t0 = opts_.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      const auto t0 = opts_.base.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       Status st = run_step(s, T);
       if (!st) return Error{std::string("eval: ") + ir::op_name(s.node->op) + ": " + st.message()};
-      if (opts_.profile)
+      if (opts_.base.profile)
         profile_[ir::op_name(s.node->op)] +=
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
@@ -299,8 +299,8 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
   return Status::ok();
 }
 
-OpProfile Impl::op_profile() const {
-  OpProfile p(profile_.begin(), profile_.end());
+std::vector<std::pair<std::string, double>> Impl::profile() const {
+  std::vector<std::pair<std::string, double>> p(profile_.begin(), profile_.end());
   std::sort(p.begin(), p.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   return p;
 }

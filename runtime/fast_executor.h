@@ -20,15 +20,10 @@ struct FastExecutorOptions {
   ExecutorOptions base;
   int max_batch = 128;   // tokens per forward chunk (arena sized for it)
   bool pin = true;       // pin the pool's threads to cores
-  bool profile = false;  // accumulate seconds per op kind (op_profile())
 };
-
-// Per-op-kind seconds accumulated over evals when profiling, largest first.
-using OpProfile = std::vector<std::pair<std::string, double>>;
 
 class FastExecutor : public Executor {
  public:
-  virtual OpProfile op_profile() const = 0;
   // One line per matmul weight: the kernel that runs it (dispatch log).
   virtual std::vector<std::string> dispatch_log() const = 0;
   virtual const std::string& placement() const = 0;
