@@ -117,7 +117,8 @@ Status validate(const KernelDesc& d) {
   if (d.cols <= 0 || d.cols % g->block_elems != 0 || d.cols > (1 << 20))
     return Error{name + ": K = " + std::to_string(d.cols) + " is not a positive multiple of " +
                  std::to_string(g->block_elems) + " up to 2^20"};
-  const bool rows16 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0 || d.weight == GgmlType::Q6_K ||
+  const bool rows16 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0 || d.weight == GgmlType::Q5_K ||
+                      d.weight == GgmlType::Q6_K ||
                       d.weight == GgmlType::F32 || d.weight == GgmlType::F16 || d.weight == GgmlType::BF16;
   if (rows16 && d.row_block != 16)
     return Error{name + ": " + type_name(d.weight) + " kernels block 16 rows (one per vector lane)"};
