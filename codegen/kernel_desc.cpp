@@ -42,6 +42,8 @@ const char* op_name(KernelOp op) {
     case KernelOp::kGemv: return "gemv";
     case KernelOp::kGemvAccumulate: return "gemvacc";
     case KernelOp::kGateUpSwiglu: return "gateup";
+    case KernelOp::kGemm: return "gemm";
+    case KernelOp::kGemmAccumulate: return "gemmacc";
   }
   return "unknown";
 }
@@ -105,6 +107,10 @@ Status validate(const KernelDesc& d) {
     return Error{name + ": fused gate+up+SwiGLU exists for q4_K weights only"};
   if (fused && 512 % d.row_block != 0)
     return Error{name + ": fused gate+up+SwiGLU needs a row block dividing 512"};
+  if (is_gemm(d.op) && d.cols > kGemmMaxCols)
+    return Error{name + ": GEMM kernels take K up to " + std::to_string(kGemmMaxCols) + ", not " +
+                 std::to_string(d.cols)};
+  if (is_gemm(d.op) && d.prefetch != 0) return Error{name + ": GEMM kernels use no software prefetch"};
   if (static_cast<int>(d.isa) >= isa::kIsaLevelCount) return Error{name + ": unknown ISA level"};
   if (static_cast<int>(d.tuning) >= isa::kTuningCount) return Error{name + ": unknown tuning"};
   const TypeGeometry* g = type_geometry(d.weight);
@@ -142,6 +148,13 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
   // Row-per-lane layouts (kernels/pack.h) block 16 rows; K-quants block 8 (4 row pairs).
   d.row_block = weight == GgmlType::Q4_K ? 8 : 16;
   d.prefetch = target.level == isa::IsaLevel::kScalar ? 0 : isa::tuning_hints(target.tuning).prefetch_distance;
+  return d;
+}
+
+KernelDesc default_gemm_desc(GgmlType weight, int32_t cols, isa::Target target, KernelOp op) {
+  KernelDesc d = default_gemv_desc(weight, cols, target, KernelOp::kGemv);
+  d.op = op;
+  d.prefetch = 0;
   return d;
 }
 
