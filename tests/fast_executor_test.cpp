@@ -1,6 +1,6 @@
 // The fast executor against the reference executor on a model with the bench preset's shapes
-// (two layers: the leading dense one and one MoE layer, Q4_K_S mix), plus its building blocks:
-// the thread pool, range splitting and the arena memory plan.
+// (two layers: the leading dense one and one MoE layer of 16 experts, Q4_K_S mix), plus its
+// building blocks: the thread pool, range splitting and the arena memory plan.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -131,7 +131,7 @@ class FastVsReference : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("zenmoe_fast_exec_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
     path_ = (dir_ / "bench2.gguf").string();
-    const auto r = testing_cli::run_zenmoe("mkmodel --preset bench --layers 2 -o '" + path_ + "'", dir_);
+    const auto r = testing_cli::run_zenmoe("mkmodel --preset bench --layers 2 --experts 16 -o '" + path_ + "'", dir_);
     ASSERT_EQ(r.status, 0) << r.err;
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
