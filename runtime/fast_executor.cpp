@@ -247,7 +247,7 @@ Status Impl::run_step(Step& s, int64_t T) {
     case StepKind::Serial:
       return refexec::run_node(*s.node, s.in, s.out);
     case StepKind::Mat:
-      ZENMOE_RETURN_IF_ERROR(s.mat->prepare(s.in.size() > 2 ? s.in[2] : nullptr));
+      ZENMOE_RETURN_IF_ERROR(s.mat->prepare(s.in.size() > 2 ? s.in[2] : nullptr, *s.in[1]));
       pool_->run([&](int tid) { s.mat->run(tid, nth, *s.in[1], *s.out[0]); });
       return Status::ok();
     case StepKind::Mla:
