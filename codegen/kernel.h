@@ -29,11 +29,45 @@ static_assert(offsetof(GemvCall, w) == 0 && offsetof(GemvCall, x) == 8 && offset
 
 using GemvFn = void (*)(const GemvCall*);
 
+// One GEMM call (KernelOp::kGemm / kGemmAccumulate, prefill): for t < n and r in [r0, r1),
+//   y_t[r] = dot(W row r, x_t)   or   y_t[r] += alpha[t] * dot(W row r, x_t)
+// with x_t = x + t * x_stride (bytes) and y_t = y + t * y_stride (floats). Offsets are ABI.
+struct GemmCall {
+  const uint8_t* w = nullptr;    // packed weights, the same layout the GEMV kernels read
+  const void* x = nullptr;       // activation row 0 in desc.act format
+  float* y = nullptr;            // output row 0; only y_t[r0 .. r1) is read or written
+  int64_t r0 = 0, r1 = 0;        // rows to compute; any 0 <= r0 <= r1 <= packed rows
+  int64_t n = 0;                 // activation rows (tokens); n <= 0 does nothing
+  int64_t x_stride = 0;          // bytes between activation rows
+  int64_t y_stride = 0;          // floats between output rows
+  const float* alpha = nullptr;  // kGemmAccumulate: n per-token factors (unused otherwise)
+};
+static_assert(offsetof(GemmCall, w) == 0 && offsetof(GemmCall, x) == 8 && offsetof(GemmCall, y) == 16 &&
+              offsetof(GemmCall, r0) == 24 && offsetof(GemmCall, r1) == 32 && offsetof(GemmCall, n) == 40 &&
+              offsetof(GemmCall, x_stride) == 48 && offsetof(GemmCall, y_stride) == 56 &&
+              offsetof(GemmCall, alpha) == 64);
+
+using GemmFn = void (*)(const GemmCall*);
+
 // Generated machine code (or the scalar reference for IsaLevel::kScalar).
 class KernelCode {
  public:
   virtual ~KernelCode() = default;
   virtual void run(const GemvCall& c) const = 0;
+  // GEMM kernels override this; any other kernel runs as one GEMV per token (alpha[t] for
+  // its accumulate op), which is what a GEMM over a GEMV descriptor means.
+  virtual void run_gemm(const GemmCall& c) const {
+    for (int64_t t = 0; t < c.n; ++t) {
+      GemvCall g;
+      g.w = c.w;
+      g.x = static_cast<const uint8_t*>(c.x) + t * c.x_stride;
+      g.y = c.y + t * c.y_stride;
+      g.r0 = c.r0;
+      g.r1 = c.r1;
+      g.alpha = c.alpha != nullptr ? c.alpha[t] : 1.0f;
+      run(g);
+    }
+  }
   virtual const uint8_t* code() const = 0;  // nullptr for the scalar reference
   virtual size_t code_size() const = 0;
 };
@@ -46,6 +80,8 @@ class Kernel {
   const std::string& name() const { return name_; }  // instance_name(desc)
   // Runs rows [c.r0, c.r1). Thread safe: kernels keep no state between calls.
   void operator()(const GemvCall& c) const { code_->run(c); }
+  // Runs a GemmCall (a GEMM descriptor's kernel; see KernelCode::run_gemm for the others).
+  void gemm(const GemmCall& c) const { code_->run_gemm(c); }
   const uint8_t* code() const { return code_->code(); }
   size_t code_size() const { return code_->code_size(); }
 

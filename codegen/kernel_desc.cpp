@@ -42,6 +42,8 @@ const char* op_name(KernelOp op) {
     case KernelOp::kGemv: return "gemv";
     case KernelOp::kGemvAccumulate: return "gemvacc";
     case KernelOp::kGateUpSwiglu: return "gateup";
+    case KernelOp::kGemm: return "gemm";
+    case KernelOp::kGemmAccumulate: return "gemmacc";
   }
   return "unknown";
 }
@@ -105,13 +107,18 @@ Status validate(const KernelDesc& d) {
     return Error{name + ": fused gate+up+SwiGLU exists for q4_K weights only"};
   if (fused && 512 % d.row_block != 0)
     return Error{name + ": fused gate+up+SwiGLU needs a row block dividing 512"};
+  if (is_gemm(d.op) && d.cols > kGemmMaxCols)
+    return Error{name + ": GEMM kernels take K up to " + std::to_string(kGemmMaxCols) + ", not " +
+                 std::to_string(d.cols)};
+  if (is_gemm(d.op) && d.prefetch != 0) return Error{name + ": GEMM kernels use no software prefetch"};
   if (static_cast<int>(d.isa) >= isa::kIsaLevelCount) return Error{name + ": unknown ISA level"};
   if (static_cast<int>(d.tuning) >= isa::kTuningCount) return Error{name + ": unknown tuning"};
   const TypeGeometry* g = type_geometry(d.weight);
   if (d.cols <= 0 || d.cols % g->block_elems != 0 || d.cols > (1 << 20))
     return Error{name + ": K = " + std::to_string(d.cols) + " is not a positive multiple of " +
                  std::to_string(g->block_elems) + " up to 2^20"};
-  const bool rows16 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0 || d.weight == GgmlType::Q6_K ||
+  const bool rows16 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0 || d.weight == GgmlType::Q5_K ||
+                      d.weight == GgmlType::Q6_K ||
                       d.weight == GgmlType::F32 || d.weight == GgmlType::F16 || d.weight == GgmlType::BF16;
   if (rows16 && d.row_block != 16)
     return Error{name + ": " + type_name(d.weight) + " kernels block 16 rows (one per vector lane)"};
@@ -141,6 +148,13 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
   // Row-per-lane layouts (kernels/pack.h) block 16 rows; K-quants block 8 (4 row pairs).
   d.row_block = weight == GgmlType::Q4_K ? 8 : 16;
   d.prefetch = target.level == isa::IsaLevel::kScalar ? 0 : isa::tuning_hints(target.tuning).prefetch_distance;
+  return d;
+}
+
+KernelDesc default_gemm_desc(GgmlType weight, int32_t cols, isa::Target target, KernelOp op) {
+  KernelDesc d = default_gemv_desc(weight, cols, target, KernelOp::kGemv);
+  d.op = op;
+  d.prefetch = 0;
   return d;
 }
 

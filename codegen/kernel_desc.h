@@ -20,8 +20,16 @@ enum class KernelOp : uint8_t {
   // h[r] = silu(gate r . x) * (up r . x) and writes h quantised to Q8_K (the down
   // projection's activation) for r in [r0, r1), both multiples of 256.
   kGateUpSwiglu = 2,
+  // Prefill GEMM over n activation rows x_t (GemmCall, Kernel::gemm), same packed layout as
+  // the GEMV of the same format and row block:
+  kGemm = 3,             // y_t[r] = dot(W row r, x_t)                  for r in [r0, r1), t < n
+  kGemmAccumulate = 4,   // y_t[r] += alpha_t * dot(W row r, x_t)
 };
-inline constexpr int kKernelOpCount = 3;
+inline constexpr int kKernelOpCount = 5;
+inline bool is_gemm(KernelOp op) { return op == KernelOp::kGemm || op == KernelOp::kGemmAccumulate; }
+// Largest K of a GEMM kernel: the generated code keeps one token tile's permuted activations
+// (about 20 * K bytes for Q4_K) on the stack.
+inline constexpr int32_t kGemmMaxCols = 32768;
 
 enum class OutType : uint8_t { kF32 = 0, kQ8K = 1 };
 
@@ -72,5 +80,10 @@ Status validate(const KernelDesc& d);
 // activation format from spec §2.12, row block and prefetch distance from the tuning.
 KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target,
                              KernelOp op = KernelOp::kGemv);
+// The GEMM descriptor matching default_gemv_desc (same row block, hence the same packed
+// weights); op is kGemm or kGemmAccumulate. GEMM kernels are compute-bound and use no
+// software prefetch (prefetch = 0).
+KernelDesc default_gemm_desc(GgmlType weight, int32_t cols, isa::Target target,
+                             KernelOp op = KernelOp::kGemm);
 
 }  // namespace zenmoe

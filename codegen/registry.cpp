@@ -23,7 +23,19 @@ class ScalarKernel : public KernelCode {
     if (d_.op == KernelOp::kGateUpSwiglu) return run_gate_up(c);
     Expected<PackLayout> L = pack_layout(d_.weight, d_.row_block, c.r1, d_.cols);
     if (!L) return;  // unreachable: the descriptor was validated before construction
-    (void)gemv_packed_ref(*L, c.w, c.x, c.y, c.r0, c.r1, d_.op == KernelOp::kGemvAccumulate, c.alpha);
+    const bool acc = d_.op == KernelOp::kGemvAccumulate || d_.op == KernelOp::kGemmAccumulate;
+    (void)gemv_packed_ref(*L, c.w, c.x, c.y, c.r0, c.r1, acc, c.alpha);
+  }
+  // GEMM reference: the packed-layout GEMV reference once per token.
+  void run_gemm(const GemmCall& c) const override {
+    if (!is_gemm(d_.op)) return KernelCode::run_gemm(c);
+    if (c.r0 >= c.r1) return;
+    Expected<PackLayout> L = pack_layout(d_.weight, d_.row_block, c.r1, d_.cols);
+    if (!L) return;
+    const bool acc = d_.op == KernelOp::kGemmAccumulate;
+    for (int64_t t = 0; t < c.n; ++t)
+      (void)gemv_packed_ref(*L, c.w, static_cast<const uint8_t*>(c.x) + t * c.x_stride, c.y + t * c.y_stride,
+                            c.r0, c.r1, acc, acc ? c.alpha[t] : 1.0f);
   }
   const uint8_t* code() const override { return nullptr; }
   size_t code_size() const override { return 0; }
@@ -53,6 +65,7 @@ Expected<std::unique_ptr<KernelCode>> make_code(const KernelDesc& d) {
     return Error{canonical_name(d) + ": needs " + isa::level_name(d.isa) + " but the host runs at most " +
                  isa::level_name(isa::host_level())};
   if (d.isa == isa::IsaLevel::kScalar) return std::unique_ptr<KernelCode>(new ScalarKernel(d));
+  if (is_gemm(d.op)) return x64::generate_gemm(d);
   return x64::generate_gemv(d);
 }
 
@@ -112,6 +125,13 @@ std::vector<isa::IsaLevel> implemented_levels(GgmlType weight) {
   if (!pack_supported(weight)) return {};
   std::vector<IsaLevel> out = {IsaLevel::kScalar};
   for (IsaLevel l : x64::generated_levels(weight)) out.push_back(l);
+  return out;
+}
+
+std::vector<isa::IsaLevel> implemented_gemm_levels(GgmlType weight) {
+  if (!pack_supported(weight)) return {};
+  std::vector<isa::IsaLevel> out = {isa::IsaLevel::kScalar};
+  for (isa::IsaLevel l : x64::gemm_levels(weight)) out.push_back(l);
   return out;
 }
 

@@ -43,6 +43,8 @@ class Registry {
 // ISA levels with a kernel for this weight format (scalar reference included), lowest first.
 // Tests run every one of them that the host supports.
 std::vector<isa::IsaLevel> implemented_levels(GgmlType weight);
+// The same for the GEMM ops (KernelOp::kGemm, kGemmAccumulate).
+std::vector<isa::IsaLevel> implemented_gemm_levels(GgmlType weight);
 
 // The process-wide registry used by the runtime, the CLI and the benchmarks.
 Registry& global_registry();

@@ -1,5 +1,6 @@
 #include "kernels/pack.h"
 
+#include "kernels/pack_q5k.h"
 #include "kernels/pack_q6k.h"
 #include "kernels/pack_rows16.h"
 #include "kernels/ref/fp16.h"
@@ -105,14 +106,15 @@ float dot_q4k_packed(const PackLayout& L, const uint8_t* group, int64_t i, const
 void AlignedFree::operator()(uint8_t* p) const { std::free(p); }
 
 bool pack_supported(GgmlType format) {
-  return format == GgmlType::Q4_K || format == GgmlType::Q6_K || pack_detail::rows16_format(format);
+  return format == GgmlType::Q4_K || format == GgmlType::Q5_K || format == GgmlType::Q6_K ||
+         pack_detail::rows16_format(format);
 }
 
 Expected<PackLayout> pack_layout(GgmlType format, int32_t row_block, int64_t rows, int64_t cols) {
   const std::string what = std::string("pack ") + type_name(format) + " " + std::to_string(rows) +
                            "x" + std::to_string(cols) + ": ";
   if (!pack_supported(format)) return Error{what + "format has no packed layout"};
-  const bool rows16 = pack_detail::rows16_format(format) || format == GgmlType::Q6_K;
+  const bool rows16 = pack_detail::rows16_format(format) || format == GgmlType::Q5_K || format == GgmlType::Q6_K;
   if (rows16 && row_block != pack_detail::kRows16)
     return Error{what + "row block must be 16 (one row per vector lane), not " + std::to_string(row_block)};
   if (row_block < 2 || row_block > 16 || row_block % 2 != 0)
@@ -127,7 +129,8 @@ Expected<PackLayout> pack_layout(GgmlType format, int32_t row_block, int64_t row
   L.rows = rows;
   L.cols = cols;
   L.groups = (rows + row_block - 1) / row_block;
-  const int64_t raw = format == GgmlType::Q6_K ? pack_detail::q6k_group_bytes(cols)
+  const int64_t raw = format == GgmlType::Q5_K ? pack_detail::q5k_group_bytes(cols)
+                      : format == GgmlType::Q6_K ? pack_detail::q6k_group_bytes(cols)
                       : rows16                 ? pack_detail::rows16_group_bytes(format, cols)
                                                : cols / kQK_K * row_block * 148;
   L.group_stride = round_up(raw, kAlign);
@@ -143,7 +146,9 @@ Status pack_into(const PackLayout& L, const void* src, size_t src_bytes, uint8_t
                  std::to_string(src_bytes) + " bytes, " + std::to_string(need) + " needed"};
   if (reinterpret_cast<uintptr_t>(dst) % kAlign != 0) return Error{"pack: destination not 64-byte aligned"};
   std::memset(dst, 0, static_cast<size_t>(L.total_bytes));
-  if (L.format == GgmlType::Q6_K) {
+  if (L.format == GgmlType::Q5_K) {
+    pack_detail::q5k_pack(L, static_cast<const uint8_t*>(src), dst);
+  } else if (L.format == GgmlType::Q6_K) {
     pack_detail::q6k_pack(L, static_cast<const uint8_t*>(src), dst);
   } else if (pack_detail::rows16_format(L.format)) {
     pack_detail::rows16_pack(L, static_cast<const uint8_t*>(src), dst);
@@ -188,7 +193,8 @@ Status gemv_packed_ref(const PackLayout& L, const uint8_t* packed, const void* x
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* group = packed + (r / L.row_block) * L.group_stride;
     const int64_t i = r % L.row_block;
-    const float v = L.format == GgmlType::Q6_K ? pack_detail::q6k_dot(L, group, i, static_cast<const BlockQ8_K*>(x))
+    const float v = L.format == GgmlType::Q5_K ? pack_detail::q5k_dot(L, group, i, static_cast<const BlockQ8_K*>(x))
+                    : L.format == GgmlType::Q6_K ? pack_detail::q6k_dot(L, group, i, static_cast<const BlockQ8_K*>(x))
                     : rows16                   ? pack_detail::rows16_dot(L, group, i, x)
                                                : dot_q4k_packed(L, group, i, static_cast<const BlockQ8_K*>(x));
     y[r] = accumulate ? y[r] + alpha * v : v;

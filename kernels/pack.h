@@ -31,6 +31,13 @@
 //                          bits 2k..2k+1 of byte t = c(16(s''+4k)+4j+t) >> 4, k = 0..3
 //   scales at S*3072:      [S][16 sub-blocks][16 rows] int8
 //   d at S*3328:           [S][16 rows] f16. Group stride round_up(S*3360, 64).
+// Q5_K (S super-blocks, sub-block s = 0..7 of 32; 5-bit codes c in 0..31): one contiguous
+//   2880-byte record per super-block (group stride S*2880), at record offsets
+//   0     low nibbles [32 chunks (8s'+j, s' = 0..3, j = 0..7)][16 rows][4 bytes]:
+//         byte t = c(32s'+4j+t) & 15 | (c(32(s'+4)+4j+t) & 15) << 4
+//   2048  fifth bits  [8 chunks j][16 rows][4 bytes]: bit k of byte t = c(32k+4j+t) >> 4
+//   2560  scales [8 sub-blocks][16 rows] u8, 2688 mins [8][16] u8 (6-bit values expanded)
+//   2816  d [16 rows] f16, 2848 dmin [16 rows] f16.
 #pragma once
 
 #include <cstddef>

@@ -80,7 +80,7 @@ class Rows16Gemv : public ::testing::TestWithParam<FormatLevel> {};
 
 std::vector<int64_t> legal_ks(GgmlType f) {
   if (f == GgmlType::Q8_0 || f == GgmlType::Q4_0) return {32, 96, 256, 2048, 7168, 18432};
-  if (f == GgmlType::Q6_K) return {256, 512, 2048, 7168, 18432};
+  if (f == GgmlType::Q5_K || f == GgmlType::Q6_K) return {256, 512, 2048, 7168, 18432};
   return {1, 7, 16, 33, 256, 2048, 7168};
 }
 
@@ -109,7 +109,7 @@ TEST_P(Rows16Gemv, DataKinds) {
 
 std::vector<FormatLevel> rows16_variants() {
   std::vector<FormatLevel> out;
-  for (GgmlType f : {GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F32, GgmlType::F16, GgmlType::BF16})
+  for (GgmlType f : {GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F32, GgmlType::F16, GgmlType::BF16})
     for (const auto& v : variants(f)) out.push_back(v);
   return out;
 }

@@ -207,6 +207,71 @@ inline double q6k_terms(const uint8_t* wrow, const uint8_t* x, int64_t nb) {
   return T;
 }
 
+inline int q5k_code(const BlockQ5_K& b, int w) {
+  const int s = w / 32, l = w % 32;
+  return ((b.qs[32 * (s / 2) + l] >> (4 * (s & 1))) & 0x0F) | (((b.qh[l] >> s) & 1) << 4);
+}
+
+inline void fill_q5k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.0005f, 0.05f);
+  for (int64_t i = 0; i < nb; ++i) {
+    BlockQ5_K b{};
+    for (auto& q : b.qs) q = static_cast<uint8_t>(byte(rng));
+    for (auto& q : b.qh) q = static_cast<uint8_t>(byte(rng));
+    for (auto& s : b.scales) s = static_cast<uint8_t>(byte(rng));
+    b.d = ref::fp32_to_fp16(scale(rng));
+    b.dmin = ref::fp32_to_fp16(scale(rng));
+    switch (data) {
+      case Data::kRandom: break;
+      case Data::kZeroScales: b.d = 0; b.dmin = 0; break;
+      case Data::kExtreme:
+        for (auto& q : b.qs) q = 0xFF;
+        for (auto& q : b.qh) q = 0xFF;  // every code 31
+        for (auto& s : b.scales) s = 0xFF;
+        b.d = (i % 2) ? 0x7BFF : 0x0001;
+        b.dmin = (i % 3) ? 0x0001 : 0x7BFF;
+        break;
+      case Data::kAdversarial:
+        for (auto& q : b.qs) q = 0xFF;
+        for (size_t l = 0; l < sizeof b.qh; ++l) b.qh[l] = (l % 2) ? 0xFF : 0x00;  // 15 and 31 mixed
+        b.dmin = 0;
+        break;
+      case Data::kExact:
+        for (int k = 0; k < 12; ++k) b.scales[k] &= (k < 8 ? 0x03 : 0x33);
+        b.d = 0x3C00;
+        b.dmin = 0x3800;
+        break;
+    }
+    std::memcpy(out + i * sizeof(BlockQ5_K), &b, sizeof b);
+  }
+}
+
+inline double q5k_terms(const uint8_t* wrow, const uint8_t* x, int64_t nb) {
+  double T = 0.0;
+  for (int64_t b = 0; b < nb; ++b) {
+    BlockQ5_K w;
+    BlockQ8_K a;
+    std::memcpy(&w, wrow + b * sizeof w, sizeof w);
+    std::memcpy(&a, x + b * sizeof a, sizeof a);
+    double ts = 0.0, tm = 0.0;
+    for (int s = 0; s < 8; ++s) {
+      int sc, m;
+      detail::q4k_scale_min(w.scales, s, &sc, &m);
+      double qs = 0.0, xs = 0.0;
+      for (int i = 32 * s; i < 32 * s + 32; ++i) {
+        qs += std::abs(q5k_code(w, i) * a.qs[i]);
+        xs += std::abs(a.qs[i]);
+      }
+      ts += sc * qs;
+      tm += m * xs;
+    }
+    T += std::abs(double(a.d)) * (std::abs(double(ref::fp16_to_fp32(w.d))) * ts +
+                                  std::abs(double(ref::fp16_to_fp32(w.dmin))) * tm);
+  }
+  return T;
+}
+
 inline float plain_sample(Data data, std::mt19937& rng, int64_t i) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   switch (data) {
@@ -224,6 +289,7 @@ inline void GemvTester::make_weights(std::mt19937& rng, std::vector<uint8_t>* w)
   w->assign(static_cast<size_t>(rows_ * rb), 0);
   const int64_t nb = rows_ * cols_ / type_geometry(format_)->block_elems;
   if (format_ == GgmlType::Q4_K) return fill_q4k(data_, rng, nb, w->data());
+  if (format_ == GgmlType::Q5_K) return fill_q5k(data_, rng, nb, w->data());
   if (format_ == GgmlType::Q6_K) return fill_q6k(data_, rng, nb, w->data());
   if (format_ == GgmlType::Q8_0 || format_ == GgmlType::Q4_0) return fill_q32(format_, data_, rng, nb, w->data());
   std::vector<float> f(static_cast<size_t>(rows_ * cols_));
@@ -325,6 +391,7 @@ inline double GemvTester::error_bound(const uint8_t* wrow, const uint8_t* x) con
   const double u = std::ldexp(1.0, -24);
   switch (format_) {
     case GgmlType::Q4_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q4k_terms(wrow, x, cols_ / kQK_K);
+    case GgmlType::Q5_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q5k_terms(wrow, x, cols_ / kQK_K);
     case GgmlType::Q6_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q6k_terms(wrow, x, cols_ / kQK_K);
     case GgmlType::Q8_0: case GgmlType::Q4_0:
       return 2.0 * double(cols_ / kQK + 14) * u * q32_terms(format_, wrow, x, cols_ / kQK);

@@ -21,6 +21,11 @@ void swiglu_quantize_q8k(const float* gu, void* q8k_block);
 // ISA levels (above scalar) that have a generator for this weight format.
 std::vector<isa::IsaLevel> generated_levels(GgmlType weight);
 
+// GEMM ops (KernelOp::kGemm, kGemmAccumulate): machine code for a validated descriptor
+// whose ISA the host supports (codegen/x64/gemm_*.cpp), and the levels that have one.
+Expected<std::unique_ptr<KernelCode>> generate_gemm(const KernelDesc& d);
+std::vector<isa::IsaLevel> gemm_levels(GgmlType weight);
+
 // Per-format generators (one file each).
 
 }  // namespace zenmoe::x64

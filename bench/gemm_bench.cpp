@@ -1,0 +1,136 @@
+// Prefill GEMM kernels (KernelOp::kGemm) at the `bench` preset's expert shapes and a wider
+// projection, n tokens per call, weights packed once (L2/L3-resident: the same matrix every
+// iteration). Counters: GOPS = 2 * rows * K * n / time, and frac_vnni_peak = GOPS over the
+// vpdpbusd peak measured in this binary (vnni_peak: 16 independent accumulators, one core;
+// 128 int ops per 512-bit vpdpbusd). Rates are per CPU second of the benchmark thread (the
+// machine is shared; wall time includes waiting for a core). Case names: <kernel>/<K>x<rows>/n:<tokens>, where
+// <kernel> is the canonical name; `gemv_loop` cases run the GEMV kernel once per token.
+//   zenmoe_bench --benchmark_filter='gemm|vnni_peak'
+#include <benchmark/benchmark.h>
+#include <immintrin.h>
+
+#include <time.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codegen/isa.h"
+#include "codegen/registry.h"
+#include "kernels/pack.h"
+#include "kernels/ref/fp16.h"
+#include "kernels/ref/quant.h"
+
+namespace zenmoe {
+namespace {
+
+// 16 independent vpdpbusd chains (enough to cover the latency on any core), in registers:
+// written in assembly so no compiler spills them.
+#define ZENMOE_DP(n) "vpdpbusd %%zmm0, %%zmm1, %%zmm" #n "\n\t"
+__attribute__((target("avx512f,avx512vnni"), noinline)) void vnni_loop(int64_t iters) {
+  __asm__ volatile(
+      "mov $0x01020304, %%eax\n\tvpbroadcastd %%eax, %%zmm0\n\t"
+      "mov $0x05060708, %%eax\n\tvpbroadcastd %%eax, %%zmm1\n\t"
+      "1:\n\t" ZENMOE_DP(2) ZENMOE_DP(3) ZENMOE_DP(4) ZENMOE_DP(5) ZENMOE_DP(6) ZENMOE_DP(7) ZENMOE_DP(8)
+      ZENMOE_DP(9) ZENMOE_DP(10) ZENMOE_DP(11) ZENMOE_DP(12) ZENMOE_DP(13) ZENMOE_DP(14) ZENMOE_DP(15)
+      ZENMOE_DP(16) ZENMOE_DP(17)
+      "dec %0\n\tjnz 1b\n\tvzeroupper"
+      : "+r"(iters)
+      :
+      : "eax", "cc", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17");
+}
+#undef ZENMOE_DP
+
+// Thread CPU time: the machine is shared, so rates are per second of this thread on a core.
+double thread_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// Int8 ops per second of one core's vpdpbusd (2 ops per byte product), best of a few runs.
+double vnni_peak_gops() {
+  static double peak = 0;
+  if (peak > 0 || !isa::host_supports(isa::IsaLevel::kAvx512Vnni)) return peak;
+  constexpr int64_t kIters = 20'000'000;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double t0 = thread_seconds();
+    vnni_loop(kIters);
+    const double s = thread_seconds() - t0;
+    const double gops = double(kIters) * 16 * 128 / s / 1e9;
+    if (gops > peak) peak = gops;
+  }
+  return peak;
+}
+
+void BM_VnniPeak(benchmark::State& state) {
+  if (!isa::host_supports(isa::IsaLevel::kAvx512Vnni)) return state.SkipWithError("host lacks AVX512_VNNI");
+  constexpr int64_t kIters = 1'000'000;
+  for (auto _ : state) vnni_loop(kIters);
+  state.counters["GOPS"] = benchmark::Counter(double(kIters) * 16 * 128 * 1e-9 * double(state.iterations()),
+                                              benchmark::Counter::kIsRate);
+}
+
+struct Shape {
+  int64_t cols, rows;
+};
+
+void BM_Gemm(benchmark::State& state, GgmlType f, Shape s, int64_t n, bool gemv_loop) {
+  const isa::Target target{isa::IsaLevel::kAvx512Vnni, isa::host_tuning()};
+  if (!isa::host_supports(isa::IsaLevel::kAvx512Vnni)) return state.SkipWithError("host lacks AVX512_VNNI");
+  const KernelDesc d = gemv_loop ? default_gemv_desc(f, static_cast<int32_t>(s.cols), target)
+                                 : default_gemm_desc(f, static_cast<int32_t>(s.cols), target);
+  auto k = global_registry().get(d);
+  if (!k) return state.SkipWithError(k.error().c_str());
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> wf(static_cast<size_t>(s.rows * s.cols)), xf(static_cast<size_t>(n * s.cols));
+  for (auto& v : wf) v = u(rng) * 0.05f;
+  for (auto& v : xf) v = u(rng);
+  std::vector<uint8_t> w(static_cast<size_t>(row_bytes(f, s.cols) * s.rows));
+  ref::quantize_row(f, wf.data(), w.data(), s.rows * s.cols);
+  auto p = pack_weights(f, d.row_block, w.data(), w.size(), s.rows, s.cols);
+  if (!p) return state.SkipWithError(p.error().c_str());
+  const GgmlType act = format_traits(f)->vec_dot_type;
+  const int64_t xs = row_bytes(act, s.cols);
+  std::vector<uint8_t> x(static_cast<size_t>(xs * n));
+  ref::quantize_row(act, xf.data(), x.data(), n * s.cols);
+  std::vector<float> y(static_cast<size_t>(n * s.rows));
+  GemmCall c;
+  c.w = p->data.get();
+  c.x = x.data();
+  c.y = y.data();
+  c.r1 = s.rows;
+  c.n = n;
+  c.x_stride = xs;
+  c.y_stride = s.rows;
+  (*k)->gemm(c);
+  for (auto _ : state) {
+    (*k)->gemm(c);
+    benchmark::ClobberMemory();
+  }
+  const double ops = 2.0 * double(s.rows) * double(s.cols) * double(n) * double(state.iterations());
+  state.counters["GOPS"] = benchmark::Counter(ops * 1e-9, benchmark::Counter::kIsRate);
+  const double peak = vnni_peak_gops();
+  state.counters["frac_vnni_peak"] = benchmark::Counter(peak > 0 ? ops * 1e-9 / peak : 0, benchmark::Counter::kIsRate);
+  state.counters["vnni_peak_GOPS"] = peak;
+  state.SetLabel((*k)->name());
+}
+
+struct Registrar {
+  Registrar() {
+    benchmark::RegisterBenchmark("vnni_peak", BM_VnniPeak)->Unit(benchmark::kMillisecond);
+    for (Shape s : {Shape{2048, 512}, Shape{512, 2048}, Shape{2048, 4608}})
+      for (int64_t n : {8, 32, 128, 512})
+        for (bool loop : {false, true}) {
+          const std::string name = std::string(loop ? "gemv_loop" : "gemm") + "_q4k/" + std::to_string(s.cols) +
+                                   "x" + std::to_string(s.rows) + "/n:" + std::to_string(n);
+          benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q4_K, s, n, loop)
+              ->Unit(benchmark::kMicrosecond);
+        }
+  }
+} registrar;
+
+}  // namespace
+}  // namespace zenmoe

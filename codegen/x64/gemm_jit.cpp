@@ -1,0 +1,192 @@
+#include "codegen/x64/gemm_jit.h"
+
+#include <vector>
+
+#include "codegen/x64/generators.h"
+
+namespace zenmoe::x64 {
+
+using namespace Xbyak;
+
+JitGemmBase::JitGemmBase(const KernelDesc& d, int tokens, int64_t scratch, int64_t tbuf)
+    : JitKernelBase(512 * 1024), d_(d), N_(tokens), R_(d.row_block),
+      acc_(d.op == KernelOp::kGemmAccumulate), scratch_((scratch + 63) / 64 * 64),
+      tbuf_((tbuf + 63) / 64 * 64) {}
+
+void JitGemmBase::run(const GemvCall& c) const {
+  // A GEMV call through a GEMM kernel is the GEMM of one token.
+  GemmCall g;
+  g.w = c.w;
+  g.x = c.x;
+  g.y = c.y;
+  g.r0 = c.r0;
+  g.r1 = c.r1;
+  g.n = 1;
+  g.alpha = &c.alpha;
+  gfn_(&g);
+}
+
+Status JitGemmBase::seal_gemm() {
+  ZENMOE_RETURN_IF_ERROR(seal());
+  gfn_ = getCode<GemmFn>();
+  return Status::ok();
+}
+
+void JitGemmBase::emit() {
+  enter_frame(scratch_ + tbuf_ + 64);
+  Label tile, next, done;
+  mov(rax, qword[rArgs + kGR0]);
+  cmp(rax, qword[rArgs + kGR1]);
+  jge(done, T_NEAR);
+  cmp(qword[rArgs + kGN], 0);
+  jle(done, T_NEAR);
+  group_bounds(rArgs, R_, rGroup, rGroupEnd);
+  mov(slot_g0(), rGroup);
+  mov(qword[rsp + scratch_ + tbuf_], 0);
+  L(tile);
+  // m = min(N, n - t0): the last tile may be partial.
+  mov(rax, qword[rArgs + kGN]);
+  sub(rax, slot_t0());
+  mov(ecx, N_);
+  cmp(rax, rcx);
+  cmovg(rax, rcx);
+  mov(slot_m(), rax);
+  prep();
+  std::vector<Label> bodies(static_cast<size_t>(N_) + 1);
+  mov(rax, slot_m());
+  for (int m = 1; m < N_; ++m) {
+    cmp(rax, m);
+    je(bodies[static_cast<size_t>(m)], T_NEAR);
+  }
+  for (int m = N_; m >= 1; --m) {
+    L(bodies[static_cast<size_t>(m)]);
+    mov(rGroup, slot_g0());
+    body(m);
+    jmp(next, T_NEAR);
+  }
+  L(next);
+  mov(rax, slot_t0());
+  add(rax, N_);
+  mov(slot_t0(), rax);
+  cmp(rax, qword[rArgs + kGN]);
+  jl(tile, T_NEAR);
+  L(done);
+  leave_frame();
+}
+
+void JitGemmBase::tile_x(const Reg64& dst) {
+  mov(dst, slot_t0());
+  imul(dst, qword[rArgs + kGXStride]);
+  add(dst, qword[rArgs + kGX]);
+}
+
+void JitGemmBase::write_tbuf(int m) {
+  // rax = first row of the group; rcx = lo, rdx = hi (row bounds inside the group).
+  mov(rax, rGroup);
+  imul(rax, rax, R_);
+  mov(rcx, qword[rArgs + kGR0]);
+  sub(rcx, rax);
+  xor_(r11d, r11d);
+  cmp(rcx, 0);
+  cmovl(rcx, r11);
+  mov(rdx, qword[rArgs + kGR1]);
+  sub(rdx, rax);
+  mov(r11d, R_);
+  cmp(rdx, r11);
+  cmovg(rdx, r11);
+  // r9 = bytes between output rows, r11 = y_t0 + first row, r10 = &alpha[t0].
+  mov(r9, qword[rArgs + kGYStride]);
+  shl(r9, 2);
+  mov(r11, slot_t0());
+  imul(r11, r9);
+  add(r11, qword[rArgs + kGY]);
+  lea(r11, ptr[r11 + rax * 4]);
+  if (acc_) {
+    mov(r10, slot_t0());
+    shl(r10, 2);
+    add(r10, qword[rArgs + kGAlpha]);
+  }
+  for (int t = 0; t < m; ++t) {
+    Label loop, skip;
+    if (acc_) vmovss(xmm2, dword[r10 + 4 * t]);
+    mov(r8, rcx);
+    cmp(r8, rdx);
+    jge(skip, T_NEAR);
+    L(loop);
+    vmovss(xmm0, dword[rsp + r8 * 4 + tbuf_offset() + 4 * R_ * t]);
+    if (acc_) {
+      vmovss(xmm1, dword[r11 + r8 * 4]);
+      vfmadd231ss(xmm1, xmm0, xmm2);
+      vmovss(dword[r11 + r8 * 4], xmm1);
+    } else {
+      vmovss(dword[r11 + r8 * 4], xmm0);
+    }
+    inc(r8);
+    cmp(r8, rdx);
+    jl(loop);
+    L(skip);
+    add(r11, r9);
+  }
+}
+
+void JitGemmBase::store_lanes(int m, const Zmm* acc, const Zmm& tmp) {
+  // rax = first row of the group; mask = ((1 << hi) - 1) & ~((1 << lo) - 1).
+  mov(rax, rGroup);
+  shl(rax, 4);
+  mov(rcx, qword[rArgs + kGR0]);
+  sub(rcx, rax);
+  xor_(r11d, r11d);
+  cmp(rcx, 0);
+  cmovl(rcx, r11);
+  mov(rdx, qword[rArgs + kGR1]);
+  sub(rdx, rax);
+  mov(r11d, 16);
+  cmp(rdx, r11);
+  cmovg(rdx, r11);
+  mov(r11d, 1);
+  shlx(r11d, r11d, edx);
+  dec(r11d);
+  mov(edx, 1);
+  shlx(edx, edx, ecx);
+  dec(edx);
+  andn(r11d, edx, r11d);
+  kmovw(k2, r11d);
+  mov(r9, qword[rArgs + kGYStride]);
+  shl(r9, 2);
+  mov(r11, slot_t0());
+  imul(r11, r9);
+  add(r11, qword[rArgs + kGY]);
+  lea(r11, ptr[r11 + rax * 4]);
+  if (acc_) {
+    mov(r10, slot_t0());
+    shl(r10, 2);
+    add(r10, qword[rArgs + kGAlpha]);
+  }
+  for (int t = 0; t < m; ++t) {
+    if (acc_) {
+      vmovups(tmp | k2 | T_z, ptr[r11]);
+      vfmadd231ps(tmp, acc[t], ptr_b[r10 + 4 * t]);
+      vmovups(ptr[r11] | k2, tmp);
+    } else {
+      vmovups(ptr[r11] | k2, acc[t]);
+    }
+    add(r11, r9);
+  }
+}
+
+std::vector<isa::IsaLevel> gemm_levels(GgmlType weight) {
+  using isa::IsaLevel;
+  if (weight == GgmlType::Q4_K) return {IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
+  return {};
+}
+
+Expected<std::unique_ptr<KernelCode>> generate_gemm(const KernelDesc& d) {
+  try {
+    if (d.isa >= isa::IsaLevel::kAvx512Vnni && d.weight == GgmlType::Q4_K) return generate_gemm_q4k_avx512(d);
+    return Error{canonical_name(d) + ": no xbyak GEMM generator for this format and ISA level"};
+  } catch (const std::exception& e) {
+    return Error{instance_name(d) + ": code generation failed: " + e.what()};
+  }
+}
+
+}  // namespace zenmoe::x64

@@ -1,0 +1,170 @@
+// Q5_K x Q8_K GEMV for AVX-512 VNNI over the row-block-16 Q5_K layout of kernels/pack.h:
+// the 16 rows of a group are the 16 dword lanes and each super-block is one contiguous
+// 2880-byte record, so the weights are a single stream with one prefetch distance.
+// Per super-block, for each of the 8 fifth-bit chunks j: the four low-nibble chunks
+// (8s + j, s = 0..3) give the codes of sub-blocks s (low nibble) and s + 4 (high nibble);
+// the fifth bit k of the chunk is shifted to bit 4 and merged with one vpternlogd. vpdpbusd
+// (codes unsigned, activation dword broadcast) sums each sub-block into its own int32 vector.
+// The 6-bit scales and mins are applied with vpmulld (mins against the bsum pairs computed
+// once per call), and the two int32 sums are converted and FMA'd with d * d8 and dmin * d8:
+// lane = row, no horizontal reduction.
+#include <memory>
+
+#include "codegen/x64/generators.h"
+#include "codegen/x64/jit_base.h"
+
+namespace zenmoe::x64 {
+namespace {
+
+using namespace Xbyak;
+
+constexpr int kRows = 16, kQ8KBytes = 292, kQ8KBsums = 260, kRecord = 2880;
+constexpr int kHi = 2048, kSc = 2560, kMin = 2688, kD = 2816, kDmin = 2848;
+// vpternlogd immediates (dst = a, src2 = b, src3 = c).
+constexpr uint8_t kAandCorB = 0xEC;  // (a & c) | b
+constexpr uint8_t kAorBandC = 0xF8;  // a | (b & c)
+
+class GemvQ5KAvx512 : public JitKernelBase {
+ public:
+  explicit GemvQ5KAvx512(const KernelDesc& d)
+      : JitKernelBase(64 * 1024), d_(d), S_(d.cols / 256), acc_(d.op == KernelOp::kGemvAccumulate) {}
+  void generate();
+
+ private:
+  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rP = r13, rPx = r8, rScr = rsi, rCnt = r10;
+  const Zmm zA[8] = {zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7};
+  const Zmm zH = zmm8, zV = zmm9, zLo = zmm10, zT = zmm11, zB = zmm12, zM0F = zmm13, zM10 = zmm14;
+  const Zmm zAccF = zmm15, zS = zmm16, zM = zmm17, zIs = zmm18, zIm = zmm19, zD = zmm20, zDm = zmm21;
+
+  void prep_bsums();
+  void superblock();
+  void chunk(int j);
+  void scales();
+
+  KernelDesc d_;
+  int S_;
+  bool acc_;
+};
+
+void GemvQ5KAvx512::generate() {
+  enter_frame(int64_t{S_} * 32 + 64);
+  Label groups, done, sb;
+  mov(rax, qword[rArgs + kArgR0]);
+  cmp(rax, qword[rArgs + kArgR1]);
+  jge(done, T_NEAR);
+  prep_bsums();
+  group_bounds(rArgs, kRows, rGroup, rGroupEnd);
+  mov(eax, 0x0F0F0F0F);
+  vpbroadcastd(zM0F, eax);
+  mov(eax, 0x10101010);
+  vpbroadcastd(zM10, eax);
+  L(groups);
+  mov(rP, rGroup);
+  imul(rP, rP, S_ * kRecord);
+  add(rP, qword[rArgs + kArgW]);
+  mov(rPx, qword[rArgs + kArgX]);
+  mov(rScr, rsp);
+  vpxord(zAccF, zAccF, zAccF);
+  mov(rCnt, S_);
+  L(sb);
+  superblock();
+  dec(rCnt);
+  jnz(sb, T_NEAR);
+  store_lanes16(rArgs, rGroup, zAccF, zT, acc_);
+  inc(rGroup);
+  cmp(rGroup, rGroupEnd);
+  jb(groups, T_NEAR);
+  L(done);
+  leave_frame();
+}
+
+// bsums[2s] + bsums[2s + 1] as int32, 8 per super-block (the activation sum each min meets).
+void GemvQ5KAvx512::prep_bsums() {
+  mov(rPx, qword[rArgs + kArgX]);
+  mov(rScr, rsp);
+  mov(rCnt, S_);
+  Label loop;
+  L(loop);
+  vpmovsxwd(zT, ptr[rPx + kQ8KBsums]);
+  vpshufd(zB, zT, 0xB1);
+  vpaddd(zT, zT, zB);
+  vpmovqd(Ymm(zT.getIdx()), zT);  // the even lanes (one per pair) → 8 dwords
+  vmovdqu32(ptr[rScr], Ymm(zT.getIdx()));
+  add(rPx, kQ8KBytes);
+  add(rScr, 32);
+  dec(rCnt);
+  jnz(loop, T_NEAR);
+}
+
+void GemvQ5KAvx512::superblock() {
+  for (int s = 0; s < 8; ++s) vpxord(zA[s], zA[s], zA[s]);
+  if (d_.prefetch != 0)
+    for (int i = 0; i < kRecord / 64; ++i) prefetcht0(ptr[rP + d_.prefetch + 64 * i]);
+  for (int j = 0; j < 8; ++j) chunk(j);
+  scales();
+  add(rP, kRecord);
+  add(rPx, kQ8KBytes);
+  add(rScr, 32);
+}
+
+// Fifth-bit chunk j and the four low-nibble chunks 8s + j: codes of weights 32k + 4j + t for
+// every sub-block k.
+void GemvQ5KAvx512::chunk(int j) {
+  vmovdqu32(zH, ptr[rP + kHi + 64 * j]);
+  for (int s = 0; s < 4; ++s) {
+    vmovdqu32(zV, ptr[rP + (8 * s + j) * 64]);
+    // Sub-block s: bit s of the fifth-bit byte moves up to bit 4 (word shifts keep every
+    // byte's own bit there; the mask drops what crossed from the neighbour byte).
+    vpandd(zLo, zV, zM0F);
+    vpsllw(zT, zH, 4 - s);
+    vpternlogd(zT, zLo, zM10, kAandCorB);
+    vpdpbusd(zA[s], zT, ptr_b[rPx + 4 + 32 * s + 4 * j]);
+    // Sub-block s + 4: high nibble down to bits 0-3, bit s + 4 down to bit 4.
+    vpsrlw(zB, zV, 4);
+    vpandd(zB, zB, zM0F);
+    if (s == 0) {
+      vpternlogd(zB, zH, zM10, kAorBandC);
+    } else {
+      vpsrlw(zT, zH, s);
+      vpternlogd(zB, zT, zM10, kAorBandC);
+    }
+    vpdpbusd(zA[s + 4], zB, ptr_b[rPx + 4 + 32 * (s + 4) + 4 * j]);
+  }
+}
+
+void GemvQ5KAvx512::scales() {
+  for (int s = 0; s < 8; ++s) {
+    vpmovzxbd(zS, ptr[rP + kSc + 16 * s]);
+    vpmulld(zA[s], zA[s], zS);
+    vpmovzxbd(zM, ptr[rP + kMin + 16 * s]);
+    vpmulld(zM, zM, ptr_b[rScr + 4 * s]);
+    if (s == 0) {
+      vmovdqa32(zIs, zA[0]);
+      vmovdqa32(zIm, zM);
+    } else {
+      vpaddd(zIs, zIs, zA[s]);
+      vpaddd(zIm, zIm, zM);
+    }
+  }
+  vcvtph2ps(zD, ptr[rP + kD]);
+  vmulps(zD, zD, ptr_b[rPx]);
+  vcvtph2ps(zDm, ptr[rP + kDmin]);
+  vmulps(zDm, zDm, ptr_b[rPx]);
+  vcvtdq2ps(zIs, zIs);
+  vcvtdq2ps(zIm, zIm);
+  // sum += (d * d8) * sumi - (dmin * d8) * sumi_min, as the packed reference.
+  vmulps(zIm, zIm, zDm);
+  vfmsub231ps(zIm, zIs, zD);
+  vaddps(zAccF, zAccF, zIm);
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<KernelCode>> generate_gemv_q5k_avx512(const KernelDesc& d) {
+  auto k = std::make_unique<GemvQ5KAvx512>(d);
+  k->generate();
+  ZENMOE_RETURN_IF_ERROR(k->seal());
+  return std::unique_ptr<KernelCode>(std::move(k));
+}
+
+}  // namespace zenmoe::x64
