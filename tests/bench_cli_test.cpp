@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -89,6 +90,43 @@ TEST(BenchCli, KernelsJsonHasRequiredFields) {
     ASSERT_TRUE(target);
     const KernelDesc d = default_gemv_desc(GgmlType::Q4_K, 512, *target);
     EXPECT_TRUE(kernels.count(canonical_name(d))) << canonical_name(d);
+  }
+}
+
+// Every generated format is measured, next to its C++ loop and its oneDNN baseline in its
+// own precision (f32, bf16, f16 or bf16, s8), with the ratios added to its object.
+TEST(BenchCli, EveryFormatAgainstItsBaselines) {
+  RunResult r = run_cli("bench kernels --json --formats q4_K,q5_K,q6_K,q8_0,q4_0,bf16,f16,f32 --regimes l2 "
+                        "--threads 1 --kernels jit,cxx,onednn --shapes 512x48 --min-time 0.002 --reps 2 --dram-mib 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  auto target = isa::resolve_target("");
+  ASSERT_TRUE(target);
+  std::map<std::string, nlohmann::json> by_kernel;
+  for (const auto& o : j) by_kernel[o["kernel"].get<std::string>()] = o;
+  EXPECT_TRUE(by_kernel.count("onednn_s8_m1")) << r.err;
+  EXPECT_TRUE(by_kernel.count("onednn_f32_m1")) << r.err;
+  EXPECT_FALSE(by_kernel.count("onednn_f16_m1") == 0 && by_kernel.count("onednn_bf16_m1") == 0) << r.err;
+  for (GgmlType f : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                     GgmlType::BF16, GgmlType::F16, GgmlType::F32}) {
+    SCOPED_TRACE(type_name(f));
+    const std::vector<isa::IsaLevel> levels = implemented_levels(f);
+    if (std::find(levels.begin(), levels.end(), target->level) == levels.end()) continue;
+    const std::string name = canonical_name(default_gemv_desc(f, 512, *target));
+    ASSERT_TRUE(by_kernel.count(name)) << name << "\n" << r.err;
+    const nlohmann::json& o = by_kernel[name];
+    EXPECT_EQ(o["format"], type_name(f));
+    ASSERT_TRUE(o.contains("speedup_vs_cxx_loop")) << o.dump();
+    EXPECT_GT(o["speedup_vs_cxx_loop"].get<double>(), 0);
+    if (!o.contains("onednn_baseline")) continue;  // bf16 may be missing from oneDNN here
+    const std::string base = o["onednn_baseline"];
+    const bool quantised = f != GgmlType::F32 && f != GgmlType::F16 && f != GgmlType::BF16;
+    const std::string want = quantised ? "onednn_s8_m1" : f == GgmlType::F32 ? "onednn_f32_m1"
+                             : f == GgmlType::BF16 ? "onednn_bf16_m1" : base;  // f16: f16 or bf16
+    EXPECT_EQ(base, want);
+    ASSERT_TRUE(by_kernel.count(base));
+    EXPECT_NEAR(o["speedup_vs_onednn"].get<double>(),
+                o["gflops"].get<double>() / by_kernel[base]["gflops"].get<double>(), 1e-9);
   }
 }
 

@@ -18,7 +18,7 @@ namespace zenmoe::tools {
 namespace {
 
 constexpr const char* kAllFormats = "q4_K,q5_K,q6_K,q8_0,q4_0,bf16,f16,f32";
-constexpr const char* kOneDnnTypes[] = {"f32", "bf16", "s8"};
+constexpr const char* kOneDnnTypes[] = {"f32", "bf16", "f16", "s8"};
 
 struct KernelsConfig {
   std::vector<std::string> formats;
@@ -117,22 +117,37 @@ Expected<KernelsConfig> parse_config(const Args& a) {
   return c;
 }
 
+// oneDNN baselines of a weight format in its own precision, best match first: the float
+// formats against the same type (f16 falls back to bf16, the same bytes per weight, where
+// oneDNN has no f16 matmul for the CPU), the quantised formats against u8 x s8.
+std::vector<std::string> onednn_types_for(const std::string& format) {
+  if (format == "f32") return {"f32"};
+  if (format == "bf16") return {"bf16"};
+  if (format == "f16") return {"f16", "bf16"};
+  return {"s8"};
+}
+
 // Every runner request of the configuration, in table order: generated kernels first, then
-// the C++ loops, then oneDNN.
+// the C++ loops, then the oneDNN baselines of the selected formats.
 std::vector<RunnerRequest> requests(const KernelsConfig& c) {
   std::vector<RunnerRequest> out;
   for (Family fam : {Family::kJit, Family::kCxxLoop}) {
     if (!c.families.count(fam)) continue;
     for (const auto& f : c.formats) out.push_back({fam, f, c.isa});
   }
-  if (c.families.count(Family::kOneDnn))
-    for (const char* t : kOneDnnTypes) out.push_back({Family::kOneDnn, t, c.isa});
+  if (!c.families.count(Family::kOneDnn)) return out;
+  std::vector<std::string> types;
+  for (const auto& f : c.formats)
+    for (const auto& t : onednn_types_for(f))
+      if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+  for (const char* t : kOneDnnTypes)  // table order f32, bf16, f16, s8
+    if (std::find(types.begin(), types.end(), t) != types.end()) out.push_back({Family::kOneDnn, t, c.isa});
   return out;
 }
 
 // Row bytes before the runner exists (its packed layout may differ a little).
 int64_t approx_row_bytes(const RunnerRequest& r, int64_t cols) {
-  if (r.family == Family::kOneDnn) return cols * (r.format == "f32" ? 4 : r.format == "bf16" ? 2 : 1);
+  if (r.family == Family::kOneDnn) return cols * (r.format == "f32" ? 4 : r.format == "s8" ? 1 : 2);
   GgmlType t;
   type_from_name(r.format.c_str(), &t);
   return row_bytes(t, cols);
@@ -205,6 +220,7 @@ class CaseRunner {
     r.shape = shape.name;
     r.rows = shape.rows;
     r.measured_rows = plan.rows;
+    done_.push_back({req, r, cfg_.json ? out_.size() : 0});
     if (cfg_.json) {
       nlohmann::json j = to_json(r, runner.matrix_bytes() * plan.copies);
       // GGUF bytes of the same rows: packed layouts may stream a little more than the file holds.
@@ -216,6 +232,54 @@ class CaseRunner {
     }
   }
 
+  // Each generated kernel and C++ loop against its format's oneDNN baseline (and each
+  // generated kernel against the C++ loop) at the same shape, regime and thread count:
+  // ratios of GFLOP/s, so cache regimes that measure different row counts still compare.
+  // JSON: fields added to the measurement's object; table: one more section.
+ public:
+  void compare_with_baselines() {
+    bool header = false;
+    for (const auto& m : done_) {
+      if (m.req.family == Family::kOneDnn) continue;
+      const Measured* base = nullptr;
+      for (const auto& t : onednn_types_for(m.req.format))
+        if (!base) base = find(Family::kOneDnn, t, m.r);
+      const Measured* cxx = m.req.family == Family::kJit ? find(Family::kCxxLoop, m.req.format, m.r) : nullptr;
+      if (!base && !cxx) continue;
+      const double x_dnn = base ? m.r.gflops / base->r.gflops : 0, x_cxx = cxx ? m.r.gflops / cxx->r.gflops : 0;
+      if (cfg_.json) {
+        nlohmann::json& j = out_[m.json_index];
+        if (base) {
+          j["onednn_baseline"] = base->r.kernel;
+          j["onednn_gflops"] = base->r.gflops;
+          j["speedup_vs_onednn"] = x_dnn;
+        }
+        if (cxx) {
+          j["cxx_loop_gflops"] = cxx->r.gflops;
+          j["speedup_vs_cxx_loop"] = x_cxx;
+        }
+        continue;
+      }
+      if (!header) {
+        std::printf("\nversus baselines (GFLOP/s ratio at the same shape, regime and threads)\n");
+        std::printf("%-44s %-6s %-22s %-5s %3s %8s %6s %9s %-16s %9s\n", "kernel", "format", "shape", "reg",
+                    "thr", "GB/s", "%bw", "x oneDNN", "oneDNN", "x C++");
+        header = true;
+      }
+      std::printf("%-44s %-6s %-22s %-5s %3d %8.2f %5.1f%% %9s %-16s %9s\n", m.r.kernel.c_str(),
+                  m.r.format.c_str(), m.r.shape.c_str(), regime_name(m.r.regime), m.r.threads, m.r.weight_gbps,
+                  100 * m.r.fraction_of_read_bw, base ? ratio(x_dnn).c_str() : "-",
+                  base ? base->r.kernel.c_str() : "-", cxx ? ratio(x_cxx).c_str() : "-");
+    }
+  }
+
+ private:
+  static std::string ratio(double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2fx", x);
+    return b;
+  }
+
   // One stderr line per (kernel family, format, reason): a format a family cannot run is
   // not an error of the whole benchmark.
   void note(const RunnerRequest& req, const GemvShape& shape, const std::string& why) {
@@ -225,8 +289,22 @@ class CaseRunner {
                  req.format.c_str(), shape.name.c_str());
   }
 
+  struct Measured {
+    RunnerRequest req;
+    CaseResult r;
+    size_t json_index;
+  };
+  const Measured* find(Family fam, const std::string& format, const CaseResult& like) const {
+    for (const auto& m : done_)
+      if (m.req.family == fam && m.req.format == format && m.r.shape == like.shape &&
+          m.r.regime == like.regime && m.r.threads == like.threads)
+        return &m;
+    return nullptr;
+  }
+
   const KernelsConfig& cfg_;
   BandwidthProbe& probe_;
+  std::vector<Measured> done_;
   nlohmann::json& out_;
   CacheSizes caches_;
   std::map<int, double> bw_;
@@ -255,6 +333,7 @@ int bench_kernels(int argc, char** argv, int first) {
   for (const auto& shape : cfg->shapes)
     for (const auto& req : requests(*cfg))
       for (Regime regime : cfg->regimes) cases.run(shape, req, regime);
+  cases.compare_with_baselines();
   if (cfg->json) std::printf("%s\n", out.dump(2).c_str());
   if (!cfg->dump_dir.empty()) {
     auto n = global_registry().dump(cfg->dump_dir);

@@ -1,4 +1,4 @@
-// oneDNN matmul baselines at M = 1 (f32, bf16, u8×s8): the weights in the layout oneDNN
+// oneDNN matmul baselines at M = 1 (f32, bf16, f16, u8×s8): the weights in the layout oneDNN
 // picks for itself (format_tag::any), so each row is oneDNN's best M = 1 path on this CPU.
 #include <dlfcn.h>
 
@@ -94,7 +94,7 @@ class OneDnnRunner final : public GemvRunner {
   // Valid values of the data type over the whole buffer, generated in chunks so a
   // multi-GB matrix needs no float copy of itself.
   static void fill_typed(uint8_t* p, size_t bytes, dt type) {
-    const size_t esize = type == dt::f32 ? 4 : type == dt::bf16 ? 2 : 1;
+    const size_t esize = type == dt::f32 ? 4 : (type == dt::bf16 || type == dt::f16) ? 2 : 1;
     const size_t chunk = size_t{1} << 20;  // elements
     for (size_t e0 = 0, k = 0; e0 * esize < bytes; e0 += chunk, ++k) {
       const size_t n = std::min(chunk, bytes / esize - e0);
@@ -103,8 +103,8 @@ class OneDnnRunner final : public GemvRunner {
       for (size_t i = 0; i < n; ++i) {
         if (type == dt::f32) {
           std::memcpy(q + 4 * i, &v[i], 4);
-        } else if (type == dt::bf16) {
-          uint16_t b = f32_to_bf16_bits(v[i]);
+        } else if (type == dt::bf16 || type == dt::f16) {
+          uint16_t b = type == dt::bf16 ? f32_to_bf16_bits(v[i]) : f32_to_f16_bits(v[i]);
           std::memcpy(q + 2 * i, &b, 2);
         } else {
           q[i] = static_cast<uint8_t>(static_cast<int>(v[i] * 127.0f));
@@ -133,8 +133,9 @@ Expected<std::unique_ptr<GemvRunner>> make_onednn_runner(const std::string& form
   Types ty;
   if (format == "f32") ty = {dt::f32, dt::f32, dt::f32};
   else if (format == "bf16") ty = {dt::bf16, dt::bf16, dt::f32};
+  else if (format == "f16") ty = {dt::f16, dt::f16, dt::f32};
   else if (format == "s8") ty = {dt::u8, dt::s8, dt::f32};
-  else return Error{"no oneDNN baseline for '" + format + "' (expected f32, bf16 or s8)"};
+  else return Error{"no oneDNN baseline for '" + format + "' (expected f32, bf16, f16 or s8)"};
   if (rows <= 0 || cols <= 0) return Error{"oneDNN baseline needs a positive shape"};
   auto r = std::make_unique<OneDnnRunner>(format, ty, rows, cols);
   ZENMOE_RETURN_IF_ERROR(r->create());
