@@ -31,6 +31,8 @@ const char* glue_op_name(GlueOp op) {
     case GlueOp::kRope: return "rope";
     case GlueOp::kSoftmax: return "softmax";
     case GlueOp::kRouter: return "router";
+    case GlueOp::kAttnScores: return "attnscores";
+    case GlueOp::kAttnValues: return "attnvalues";
   }
   return "unknown";
 }
@@ -105,6 +107,11 @@ GlueDesc used_fields(const GlueDesc& d) {
       u.flags = d.flags & (kGlueHasBias | kGlueNormWeights);
       u.n_groups = d.n_groups;
       u.n_group_used = d.n_group_used;
+      break;
+    case GlueOp::kAttnScores:
+    case GlueOp::kAttnValues:
+      u.n = d.n;
+      u.kv_type = d.kv_type;
       break;
   }
   return u;
@@ -183,6 +190,11 @@ Status check_op(const GlueDesc& d, const std::string& name) {
       if (!std::isfinite(d.scale)) return Error{name + ": scale must be finite"};
       return Status::ok();
     case GlueOp::kRouter: return check_router(d, name);
+    case GlueOp::kAttnScores:
+    case GlueOp::kAttnValues:
+      if (d.n <= 0 || d.n > 4096) return Error{name + ": head dimension " + std::to_string(d.n) + " not in 1..4096"};
+      if (d.kv_type > 1) return Error{name + ": cache type " + std::to_string(d.kv_type) + " is not 0 (f32) or 1 (f16)"};
+      return Status::ok();
   }
   return Error{name + ": unknown op"};
 }
@@ -199,6 +211,8 @@ std::string glue_name(const GlueDesc& d) {
   if (d.op == GlueOp::kRope) s += "_d" + std::to_string(d.rope_dims);
   else if (d.op == GlueOp::kWeightedSum) s += "_n" + std::to_string(d.n) + "_k" + std::to_string(d.top_k);
   else if (d.op == GlueOp::kRouter) s += "_e" + std::to_string(d.n) + "_k" + std::to_string(d.top_k);
+  else if (d.op == GlueOp::kAttnScores || d.op == GlueOp::kAttnValues)
+    s += std::string(d.kv_type ? "_f16" : "_f32") + "_d" + std::to_string(d.n);
   else if (d.op != GlueOp::kSoftmax) s += "_n" + std::to_string(d.n);
   s += "__";
   s += isa::level_name(d.isa);
@@ -271,6 +285,18 @@ GlueDesc glue_weighted_sum_desc(int32_t n, int32_t terms, isa::IsaLevel level, G
 GlueDesc glue_softmax_desc(float scale, isa::IsaLevel level, GlueCpu cpu) {
   GlueDesc d = base_desc(GlueOp::kSoftmax, 0, level, cpu);
   d.scale = scale;
+  return d;
+}
+
+GlueDesc glue_attn_scores_desc(int32_t dim, uint8_t kv_type, isa::IsaLevel level, GlueCpu cpu) {
+  GlueDesc d = base_desc(GlueOp::kAttnScores, dim, level, cpu);
+  d.kv_type = kv_type;
+  return d;
+}
+
+GlueDesc glue_attn_values_desc(int32_t dim, uint8_t kv_type, isa::IsaLevel level, GlueCpu cpu) {
+  GlueDesc d = base_desc(GlueOp::kAttnValues, dim, level, cpu);
+  d.kv_type = kv_type;
   return d;
 }
 

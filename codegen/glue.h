@@ -46,8 +46,16 @@ enum class GlueOp : uint8_t {
   // unbiased probabilities, optionally normalised, times scale (ref::route). Writes ids
   // i32[top_k] to call.ids and weights f32[top_k] to call.y per token.
   kRouter = 7,
+  // MLA attention, absorbed form, scores: y[h*call.n + s] = dot(x[h*n .. +n], cache row s)
+  // for heads h < n_rows and cache rows s < call.n; row s starts at x2 + s*stride elements
+  // of desc.kv_type (f32 or f16; x2 is cast). Unscaled: kSoftmax applies the scale.
+  kAttnScores = 8,
+  // MLA attention values: y[h*n .. +n] = sum over s < call.n, in order, of
+  // x[h*call.n + s] * (first n elements of cache row s), products rounded then added (as the
+  // reference executor's attend()). x = probabilities from kSoftmax.
+  kAttnValues = 9,
 };
-inline constexpr int kGlueOpCount = 8;
+inline constexpr int kGlueOpCount = 10;
 
 // Quantised output of kRmsNorm / kSwiglu (Q8_K only) and the format of kQuantize.
 enum class GlueQuant : uint8_t { kNone = 0, kQ8K = 1, kQ80 = 2 };
@@ -75,7 +83,7 @@ struct GlueDesc {
   isa::IsaLevel isa = isa::IsaLevel::kScalar;  // instruction set cap (vector width follows)
   GlueCpu cpu = GlueCpu::kHost;
   uint8_t gating = 2;        // kRouter: 1 softmax, 2 sigmoid (gguf expert_gating_func)
-  uint8_t reserved0 = 0;
+  uint8_t kv_type = 0;       // kAttnScores / kAttnValues: cache element type, 0 f32, 1 f16
   int32_t n = 0;             // row length (0 for kSoftmax: its length is call.n; n_expert for kRouter)
   float eps = 0.0f;          // kRmsNorm
   float scale = 1.0f;        // kSoftmax: logit scale; kRouter: expert_weights_scale (0 or 1: none)
@@ -118,6 +126,9 @@ GlueDesc glue_swiglu_desc(int32_t n, bool write_f32, GlueQuant quant, isa::IsaLe
 GlueDesc glue_add_desc(int32_t n, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
 GlueDesc glue_weighted_sum_desc(int32_t n, int32_t terms, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
 GlueDesc glue_softmax_desc(float scale, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
+// MLA pieces: dot length (scores) or value width (values), cache element type 0 f32 / 1 f16.
+GlueDesc glue_attn_scores_desc(int32_t dim, uint8_t kv_type, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
+GlueDesc glue_attn_values_desc(int32_t dim, uint8_t kv_type, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
 GlueDesc glue_rope_desc(const ref::RopeParams& p, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
 // The router of `c` (gating, counts, groups, norm, scale); `bias`: a selection bias is passed.
 GlueDesc glue_router_desc(const ref::RouterConfig& c, bool bias, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
@@ -131,8 +142,9 @@ struct GlueCall {
   void* q = nullptr;          // quantised output: row r at q + r * row_bytes(quant, n)
   int32_t* ids = nullptr;     // router: expert ids, top_k per token
   int64_t n_rows = 0;         // rows / heads / tokens
-  int64_t stride = 0;         // kRope, kSoftmax: floats between rows; kWeightedSum: between terms
-  int64_t n = 0;              // kSoftmax: row length
+  int64_t stride = 0;         // kRope, kSoftmax: floats between rows; kWeightedSum: between terms;
+                              // kAttn*: cache elements between cache rows
+  int64_t n = 0;              // kSoftmax: row length; kAttn*: cache rows (visible positions)
   int64_t n_visible = 0;      // kSoftmax: entries at index >= n_visible are masked (1..n)
   int64_t pos = 0;            // kRope: token position
 };

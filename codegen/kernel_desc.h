@@ -28,8 +28,8 @@ enum class KernelOp : uint8_t {
 inline constexpr int kKernelOpCount = 5;
 inline bool is_gemm(KernelOp op) { return op == KernelOp::kGemm || op == KernelOp::kGemmAccumulate; }
 // Largest K of a GEMM kernel: the generated code keeps one token tile's permuted activations
-// (about 20 * K bytes for Q4_K) on the stack.
-inline constexpr int32_t kGemmMaxCols = 32768;
+// (30 * K bytes for Q4_K) on the stack.
+inline constexpr int32_t kGemmMaxCols = 24576;
 
 enum class OutType : uint8_t { kF32 = 0, kQ8K = 1 };
 

@@ -81,9 +81,28 @@ void JitGemmBase::tile_x(const Reg64& dst) {
 }
 
 void JitGemmBase::write_tbuf(int m) {
-  // rax = first row of the group; rcx = lo, rdx = hi (row bounds inside the group).
+  // k2 = the group's rows inside [r0, r1) (R <= 16 lanes); r11 = y_t0 + first row.
+  row_mask(R_);
+  for (int t = 0; t < m; ++t) {
+    const Address row = ptr[rsp + tbuf_offset() + 4 * R_ * t];
+    if (acc_) {
+      vmovups(zmm1 | k2 | T_z, ptr[r11]);
+      vmovups(zmm0 | k2 | T_z, row);
+      vfmadd231ps(zmm1, zmm0, ptr_b[r10 + 4 * t]);
+      vmovups(ptr[r11] | k2, zmm1);
+    } else {
+      vmovups(zmm0 | k2 | T_z, row);
+      vmovups(ptr[r11] | k2, zmm0);
+    }
+    add(r11, r9);
+  }
+}
+
+void JitGemmBase::row_mask(int rows) {
+  // rax = first row of the group; mask = ((1 << hi) - 1) & ~((1 << lo) - 1), where lo and hi
+  // are the bounds of [r0, r1) inside the group's `rows` rows.
   mov(rax, rGroup);
-  imul(rax, rax, R_);
+  imul(rax, rax, rows);
   mov(rcx, qword[rArgs + kGR0]);
   sub(rcx, rax);
   xor_(r11d, r11d);
@@ -91,9 +110,17 @@ void JitGemmBase::write_tbuf(int m) {
   cmovl(rcx, r11);
   mov(rdx, qword[rArgs + kGR1]);
   sub(rdx, rax);
-  mov(r11d, R_);
+  mov(r11d, rows);
   cmp(rdx, r11);
   cmovg(rdx, r11);
+  mov(r11d, 1);
+  shlx(r11d, r11d, edx);
+  dec(r11d);
+  mov(edx, 1);
+  shlx(edx, edx, ecx);
+  dec(edx);
+  andn(r11d, edx, r11d);
+  kmovw(k2, r11d);
   // r9 = bytes between output rows, r11 = y_t0 + first row, r10 = &alpha[t0].
   mov(r9, qword[rArgs + kGYStride]);
   shl(r9, 2);
@@ -106,62 +133,10 @@ void JitGemmBase::write_tbuf(int m) {
     shl(r10, 2);
     add(r10, qword[rArgs + kGAlpha]);
   }
-  for (int t = 0; t < m; ++t) {
-    Label loop, skip;
-    if (acc_) vmovss(xmm2, dword[r10 + 4 * t]);
-    mov(r8, rcx);
-    cmp(r8, rdx);
-    jge(skip, T_NEAR);
-    L(loop);
-    vmovss(xmm0, dword[rsp + r8 * 4 + tbuf_offset() + 4 * R_ * t]);
-    if (acc_) {
-      vmovss(xmm1, dword[r11 + r8 * 4]);
-      vfmadd231ss(xmm1, xmm0, xmm2);
-      vmovss(dword[r11 + r8 * 4], xmm1);
-    } else {
-      vmovss(dword[r11 + r8 * 4], xmm0);
-    }
-    inc(r8);
-    cmp(r8, rdx);
-    jl(loop);
-    L(skip);
-    add(r11, r9);
-  }
 }
 
 void JitGemmBase::store_lanes(int m, const Zmm* acc, const Zmm& tmp) {
-  // rax = first row of the group; mask = ((1 << hi) - 1) & ~((1 << lo) - 1).
-  mov(rax, rGroup);
-  shl(rax, 4);
-  mov(rcx, qword[rArgs + kGR0]);
-  sub(rcx, rax);
-  xor_(r11d, r11d);
-  cmp(rcx, 0);
-  cmovl(rcx, r11);
-  mov(rdx, qword[rArgs + kGR1]);
-  sub(rdx, rax);
-  mov(r11d, 16);
-  cmp(rdx, r11);
-  cmovg(rdx, r11);
-  mov(r11d, 1);
-  shlx(r11d, r11d, edx);
-  dec(r11d);
-  mov(edx, 1);
-  shlx(edx, edx, ecx);
-  dec(edx);
-  andn(r11d, edx, r11d);
-  kmovw(k2, r11d);
-  mov(r9, qword[rArgs + kGYStride]);
-  shl(r9, 2);
-  mov(r11, slot_t0());
-  imul(r11, r9);
-  add(r11, qword[rArgs + kGY]);
-  lea(r11, ptr[r11 + rax * 4]);
-  if (acc_) {
-    mov(r10, slot_t0());
-    shl(r10, 2);
-    add(r10, qword[rArgs + kGAlpha]);
-  }
+  row_mask(16);
   for (int t = 0; t < m; ++t) {
     if (acc_) {
       vmovups(tmp | k2 | T_z, ptr[r11]);

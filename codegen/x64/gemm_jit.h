@@ -34,16 +34,22 @@ class JitGemmBase : public JitKernelBase {
   Xbyak::Address slot_t0() { return qword[rsp + scratch_ + tbuf_]; }
   Xbyak::Address slot_m() { return qword[rsp + scratch_ + tbuf_ + 8]; }
   Xbyak::Address slot_g0() { return qword[rsp + scratch_ + tbuf_ + 16]; }
+  // Free 8-byte slots for the format's loop state, i = 0 .. 4.
+  Xbyak::Address slot(int i) { return qword[rsp + scratch_ + tbuf_ + 24 + 8 * i]; }
   int64_t tbuf_offset() const { return scratch_; }
 
   // Loads x_t0 (the tile's first activation row) into `dst`.
   void tile_x(const Xbyak::Reg64& dst);
   // Pair layouts: y_{t0+t}[g*R + i] (+)= tbuf[t][i] for t < m and the rows of group g inside
-  // [r0, r1). Clobbers rax, rcx, rdx, rsi, r8, r9, r10, r11, xmm0-2.
+  // [r0, r1), with masked vector stores. Clobbers rax, rcx, rdx, r9, r10, r11, k2, zmm0, zmm1.
   void write_tbuf(int m);
   // Row-per-lane layouts (16 rows a group): for t < m, lanes of acc[t] to y_{t0+t} with a
   // k2 mask of the group's rows inside [r0, r1). Clobbers rax, rcx, rdx, r9, r10, r11, k2, tmp.
   void store_lanes(int m, const Xbyak::Zmm* acc, const Xbyak::Zmm& tmp);
+
+  // k2 = rows of group rGroup (of `rows` rows) inside [r0, r1); r9 = y stride in bytes,
+  // r11 = &y_t0[first row of the group], r10 = &alpha[t0] (accumulate op).
+  void row_mask(int rows);
 
   KernelDesc d_;
   int N_, R_;

@@ -1,11 +1,11 @@
 // Q4_K x Q8_K GEMM for AVX-512 VNNI (prefill), over the same packed layout as the GEMV
 // (kernels/pack.h: row pairs, lane l = 2s + h holds sub-block s of row h of the pair).
 //
-// Token tiles of N = 8: the tile's activations are permuted once into scratch, per
+// Token tiles of N = 12: the tile's activations are permuted once into scratch, per
 // super-block and token 640 bytes: W[j] (j = 0..7, lane l = dword 8s + j of the Q8_K qs,
 // matching the packed code lanes), then per lane (bsums[2s] + bsums[2s+1]) * d_x as floats,
-// then d_x. Per row group, each pair runs over all of K with N float accumulators and N
-// int32 sums live; per super-block the pair's 8 code vectors
+// then d_x. Rows are taken in blocks of 32 and K in chunks of 2 super-blocks (see kChunk);
+// a pair holds N float accumulators and N int32 sums; per super-block the pair's 8 code vectors
 // (low and high nibbles of 4 chunks) and two per-lane float vectors d*sc and dmin*m are made
 // once and reused by every token:
 //   I = sum of 8 vpdpbusd (codes unsigned, activations signed; exact int32)
@@ -23,8 +23,13 @@ namespace {
 
 using namespace Xbyak;
 
-constexpr int kTokens = 8, kQ8KBytes = 292, kQ8KBsums = 260;
+constexpr int kTokens = 12, kQ8KBytes = 292, kQ8KBsums = 260;
 constexpr int kActBytes = 640, kActBsum = 512, kActD = 576;  // per super-block and token
+// K is processed in chunks of kChunk super-blocks (the chunk's activations, 15 KB, stay in
+// L1 while every row of a block of kBlockRows rows uses them); the unreduced accumulators of
+// the block's pairs wait in a stack buffer between chunks.
+constexpr int kChunk = 2, kBlockRows = 32;
+constexpr int kAccBuf = kBlockRows / 2 * kTokens * 64;
 
 // Permutation of a Q8_K super-block's 64 dwords into W[j] (as in the GEMV): lane l takes
 // dword 8 * ((l / 2) % 4) + j of a two-register table; lanes 8-15 come from sub-blocks 4-7.
@@ -40,26 +45,33 @@ const PrepIndex kPrepIndex;
 class GemmQ4K : public JitGemmBase {
  public:
   explicit GemmQ4K(const KernelDesc& d)
-      : JitGemmBase(d, kTokens, int64_t{d.cols / 256} * kTokens * kActBytes, int64_t{kTokens} * d.row_block * 4),
-        S_(d.cols / 256), P_(d.row_block / 2) {}
+      : JitGemmBase(d, kTokens, int64_t{d.cols / 256} * kTokens * kActBytes + kAccBuf, int64_t{kTokens} * d.row_block * 4),
+        S_(d.cols / 256), P_(d.row_block / 2), GB_(kBlockRows / d.row_block > 0 ? kBlockRows / d.row_block : 1),
+        chunks_((S_ + kChunk - 1) / kChunk), last_(S_ - (chunks_ - 1) * kChunk) {}
   void generate() { emit(); }
 
  private:
-  const Reg64 rPc = r13, rPs = r14, rPd = r15, rPa = r8, rCnt = r10, rT = rsi;
-  const Zmm zLo[4] = {zmm0, zmm1, zmm2, zmm3};
-  const Zmm zHi[4] = {zmm4, zmm5, zmm6, zmm7};
-  const Zmm zDsc = zmm8, zDmm = zmm9, zM0F = zmm12, zT = zmm13;
-  Zmm acc(int t) const { return Zmm(16 + t); }
-  Zmm isum(int t) const { return Zmm(24 + t); }
+  const Reg64 rPc = r13, rPs = r14, rPd = r15, rPa = r8, rCnt = r10, rAcc = rsi;
+  // Chunk c uses zLo[c % 2] and zHi[c % 2]: two chunks in flight are enough.
+  const Zmm zLo[2] = {zmm0, zmm2}, zHi[2] = {zmm1, zmm3};
+  const Zmm zDsc = zmm4, zDmm = zmm5, zM0F = zmm6, zT = zmm7;
+  Zmm acc(int t) const { return Zmm(8 + t); }    // zmm8 .. zmm19
+  Zmm isum(int t) const { return Zmm(20 + t); }  // zmm20 .. zmm31
 
   int64_t group_stride() const { return (int64_t{S_} * R_ * 148 + 63) / 64 * 64; }
+  int64_t acc_offset() const { return int64_t{S_} * kTokens * kActBytes; }
+  // Loop state slots: first group of the row block, its end, the K chunk.
+  Address slot_blk() { return slot(0); }
+  Address slot_blk_end() { return slot(1); }
+  Address slot_kc() { return slot(2); }
   void prep() override;
   void body(int m) override;
-  void pair(int p, int m);
+  void group(int m);
+  void pair(int p, int m, const Label& first, const Label& last);
   void pair_step(int p, int m);
   void reduce(int p, int m);
 
-  int S_, P_;
+  int S_, P_, GB_, chunks_, last_;
 };
 
 void GemmQ4K::prep() {
@@ -105,29 +117,79 @@ void GemmQ4K::prep() {
   jnz(tok, T_NEAR);
 }
 
+// Row blocks of GB groups; per block, K chunks; per chunk, every group and pair of the block.
 void GemmQ4K::body(int m) {
   mov(eax, 0x0F0F0F0F);
   vpbroadcastd(zM0F, eax);
-  Label groups;
+  Label blocks, chunks, groups;
+  L(blocks);
+  mov(slot_blk(), rGroup);
+  lea(rax, ptr[rGroup + GB_]);
+  cmp(rax, rGroupEnd);
+  cmova(rax, rGroupEnd);
+  mov(slot_blk_end(), rax);
+  mov(slot_kc(), 0);
+  L(chunks);
+  mov(rGroup, slot_blk());
   L(groups);
-  for (int p = 0; p < P_; ++p) pair(p, m);
-  write_tbuf(m);
+  group(m);
   inc(rGroup);
-  cmp(rGroup, rGroupEnd);
+  cmp(rGroup, slot_blk_end());
   jb(groups, T_NEAR);
+  mov(rax, slot_kc());
+  inc(rax);
+  mov(slot_kc(), rax);
+  cmp(rax, chunks_);
+  jb(chunks, T_NEAR);
+  mov(rGroup, slot_blk_end());
+  cmp(rGroup, rGroupEnd);
+  jb(blocks, T_NEAR);
 }
 
-// Pair p of the current group for m tokens, over all super-blocks.
-void GemmQ4K::pair(int p, int m) {
+// One group in the current K chunk; after the last chunk, its rows are written.
+void GemmQ4K::group(int m) {
+  Label first, last, done;
+  for (int p = 0; p < P_; ++p) pair(p, m, first, last);
+  cmp(slot_kc(), chunks_ - 1);
+  jne(done, T_NEAR);
+  write_tbuf(m);
+  L(done);
+}
+
+// Pair p of group rGroup over the super-blocks of chunk slot_kc().
+void GemmQ4K::pair(int p, int m, const Label&, const Label&) {
+  Label not_first, loaded, not_last, stored;
+  // rAcc = the pair's accumulators in the block buffer.
+  mov(rAcc, rGroup);
+  sub(rAcc, slot_blk());
+  imul(rAcc, rAcc, P_ * kTokens * 64);
+  lea(rAcc, ptr[rsp + rAcc + acc_offset() + p * kTokens * 64]);
+  // Chunk pointers: codes, scales, d of the group, activations of the tile.
+  mov(rax, slot_kc());
   mov(rPc, rGroup);
   imul(rPc, rPc, static_cast<int>(group_stride()));
   add(rPc, qword[rArgs + 0]);
-  lea(rPs, ptr[rPc + S_ * R_ * 128]);
-  lea(rPd, ptr[rPc + S_ * R_ * 144]);
-  mov(rPa, rsp);
+  imul(rcx, rax, kChunk * R_ * 16);
+  lea(rPs, ptr[rPc + rcx + S_ * R_ * 128]);
+  imul(rcx, rax, kChunk * R_ * 4);
+  lea(rPd, ptr[rPc + rcx + S_ * R_ * 144]);
+  imul(rcx, rax, kChunk * R_ * 128);
+  add(rPc, rcx);
+  imul(rcx, rax, kChunk * kTokens * kActBytes);
+  lea(rPa, ptr[rsp + rcx]);
+  mov(rCnt, kChunk);
+  cmp(rax, chunks_ - 1);
+  jne(not_last, T_NEAR);
+  mov(rCnt, last_);
+  L(not_last);
+  test(rax, rax);
+  jnz(not_first, T_NEAR);
   for (int t = 0; t < m; ++t) vpxord(acc(t), acc(t), acc(t));
+  jmp(loaded, T_NEAR);
+  L(not_first);
+  for (int t = 0; t < m; ++t) vmovaps(acc(t), ptr[rAcc + 64 * t]);
+  L(loaded);
   Label sb;
-  mov(rCnt, S_);
   L(sb);
   pair_step(p, m);
   add(rPc, R_ * 128);
@@ -136,23 +198,17 @@ void GemmQ4K::pair(int p, int m) {
   add(rPa, kTokens * kActBytes);
   dec(rCnt);
   jnz(sb, T_NEAR);
+  Label keep;
+  cmp(slot_kc(), chunks_ - 1);
+  jne(keep, T_NEAR);
   reduce(p, m);
+  jmp(stored, T_NEAR);
+  L(keep);
+  for (int t = 0; t < m; ++t) vmovaps(ptr[rAcc + 64 * t], acc(t));
+  L(stored);
 }
 
 void GemmQ4K::pair_step(int p, int m) {
-  for (int c = 0; c < 4; ++c) {
-    const Address code = ptr[rPc + p * 256 + 64 * c];
-    vpandd(zLo[c], zM0F, code);
-    vpsrlw(zHi[c], code, 4);
-    vpandd(zHi[c], zHi[c], zM0F);
-  }
-  // The m tokens' int32 sums are independent chains, emitted interleaved so that the
-  // vpdpbusd latency is covered without relying on a deep scheduler.
-  for (int t = 0; t < m; ++t) vpxord(isum(t), isum(t), isum(t));
-  for (int c = 0; c < 4; ++c) {
-    for (int t = 0; t < m; ++t) vpdpbusd(isum(t), zLo[c], ptr[rPa + t * kActBytes + 64 * c]);
-    for (int t = 0; t < m; ++t) vpdpbusd(isum(t), zHi[c], ptr[rPa + t * kActBytes + 64 * (c + 4)]);
-  }
   // Per-lane d * sc and dmin * m of the pair (lanes alternate rows 2p, 2p + 1).
   vpmovzxbd(zDsc, ptr[rPs + 32 * p]);
   vcvtdq2ps(zDsc, zDsc);
@@ -164,6 +220,19 @@ void GemmQ4K::pair_step(int p, int m) {
   vpbroadcastd(Ymm(zT.getIdx()), ptr[rPd + 2 * R_ + 4 * p]);
   vcvtph2ps(zT, Ymm(zT.getIdx()));
   vmulps(zDmm, zDmm, zT);
+  // The m tokens' int32 sums are independent chains, emitted interleaved (12 chains cover
+  // the vpdpbusd latency at two per cycle).
+  for (int t = 0; t < m; ++t) vpxord(isum(t), isum(t), isum(t));
+  for (int c = 0; c < 4; ++c) {
+    const Address code = ptr[rPc + p * 256 + 64 * c];
+    const Zmm& lo = zLo[c % 2];
+    const Zmm& hi = zHi[c % 2];
+    vpandd(lo, zM0F, code);
+    vpsrlw(hi, code, 4);
+    vpandd(hi, hi, zM0F);
+    for (int t = 0; t < m; ++t) vpdpbusd(isum(t), lo, ptr[rPa + t * kActBytes + 64 * c]);
+    for (int t = 0; t < m; ++t) vpdpbusd(isum(t), hi, ptr[rPa + t * kActBytes + 64 * (c + 4)]);
+  }
   for (int t = 0; t < m; ++t) {
     const Zmm I = isum(t);
     const int a = t * kActBytes;
