@@ -129,6 +129,13 @@ struct Registrar {
           benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q4_K, s, n, loop)
               ->Unit(benchmark::kMicrosecond);
         }
+    // Q8_0 (also the transcoded Q5_0 weights) at the expert shapes.
+    for (Shape s : {Shape{2048, 512}, Shape{512, 2048}})
+      for (int64_t n : {32, 128}) {
+        const std::string name = "gemm_q80/" + std::to_string(s.cols) + "x" + std::to_string(s.rows) +
+                                 "/n:" + std::to_string(n);
+        benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q8_0, s, n, false)->Unit(benchmark::kMicrosecond);
+      }
   }
 } registrar;
 

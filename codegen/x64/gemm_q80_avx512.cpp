@@ -1,0 +1,135 @@
+// Q8_0 x Q8_0 GEMM for AVX-512 VNNI (prefill; Q5_0 weights are transcoded to Q8_0), over
+// the row-block-16 layout of kernels/pack.h shared with the GEMV: the 16 rows of a group are
+// the 16 dword lanes, codes stored biased (q + 128) so vpdpbusd takes them unsigned.
+//
+// Token tiles of N = 10: per block of 32 and token, the tile's activations are copied once
+// into scratch (48 bytes: the 32 int8 codes, -128 * sum(codes) as int32, d_x as f32), so
+// every activation dword is an embedded-broadcast operand at a fixed offset. Per block the 8
+// code chunks and d_w are loaded once and serve all N tokens:
+//   I = -128 * sum(x) + sum of 8 vpdpbusd      (exactly the reference's integer dot)
+//   acc += float(I) * (d_w * d_x)                (lane = row: no horizontal reduction)
+// Ten independent int32 chains cover the vpdpbusd latency at two per cycle.
+#include <memory>
+
+#include "codegen/x64/gemm_jit.h"
+#include "codegen/x64/generators.h"
+
+namespace zenmoe::x64 {
+namespace {
+
+using namespace Xbyak;
+
+constexpr int kTokens = 10, kActBytes = 48, kActBias = 32, kActD = 36, kQ80Bytes = 34;
+
+class GemmQ80 : public JitGemmBase {
+ public:
+  explicit GemmQ80(const KernelDesc& d)
+      : JitGemmBase(d, kTokens, int64_t{d.cols / 32} * kTokens * kActBytes, 0), nb_(d.cols / 32) {}
+  void generate() { emit(); }
+
+ private:
+  const Reg64 rPc = r13, rPd = r14, rPa = r15, rCnt = r10;
+  const Zmm zDw = zmm8, zT = zmm9;
+  Zmm code(int c) const { return Zmm(c); }        // zmm0 .. zmm7
+  Zmm acc(int t) const { return Zmm(12 + t); }    // zmm12 .. zmm21
+  Zmm isum(int t) const { return Zmm(22 + t); }   // zmm22 .. zmm31
+
+  int64_t group_stride() const { return (int64_t{nb_} * 544 + 63) / 64 * 64; }
+  void prep() override;
+  void body(int m) override;
+  void block(int m);
+
+  int nb_;
+};
+
+void GemmQ80::prep() {
+  // rdx = source block, rax = scratch slot; r9 counts tokens, rCnt blocks.
+  mov(ecx, 0x80808080);
+  vpbroadcastd(ymm2, ecx);
+  vpxord(ymm3, ymm3, ymm3);
+  tile_x(r11);
+  mov(rPa, rsp);
+  mov(r9, slot_m());
+  Label tok, blk;
+  L(tok);
+  mov(rdx, r11);
+  mov(rax, rPa);
+  mov(rCnt, nb_);
+  L(blk);
+  vmovdqu(ymm0, ptr[rdx + 2]);
+  vmovdqu(ptr[rax], ymm0);
+  // sum(q + 128) with vpsadbw, then -128 * sum(q) = 128 * (32 * 128 - sum(q + 128)).
+  vpxor(ymm0, ymm0, ymm2);
+  vpsadbw(ymm0, ymm0, ymm3);
+  vextracti128(xmm1, ymm0, 1);
+  vpaddq(xmm0, xmm0, xmm1);
+  vpshufd(xmm1, xmm0, 0x4E);
+  vpaddq(xmm0, xmm0, xmm1);
+  vmovd(ecx, xmm0);
+  neg(ecx);
+  add(ecx, 32 * 128);
+  shl(ecx, 7);
+  mov(dword[rax + kActBias], ecx);
+  movzx(ecx, word[rdx]);
+  vmovd(xmm0, ecx);
+  vcvtph2ps(xmm0, xmm0);
+  vmovss(dword[rax + kActD], xmm0);
+  add(rdx, kQ80Bytes);
+  add(rax, kTokens * kActBytes);
+  dec(rCnt);
+  jnz(blk, T_NEAR);
+  add(r11, qword[rArgs + kGXStride]);
+  add(rPa, kActBytes);
+  dec(r9);
+  jnz(tok, T_NEAR);
+}
+
+void GemmQ80::body(int m) {
+  Label groups, blk;
+  L(groups);
+  mov(rPc, rGroup);
+  imul(rPc, rPc, static_cast<int>(group_stride()));
+  add(rPc, qword[rArgs + 0]);
+  lea(rPd, ptr[rPc + nb_ * 512]);
+  mov(rPa, rsp);
+  for (int t = 0; t < m; ++t) vpxord(acc(t), acc(t), acc(t));
+  mov(rCnt, nb_);
+  L(blk);
+  block(m);
+  add(rPc, 512);
+  add(rPd, 32);
+  add(rPa, kTokens * kActBytes);
+  dec(rCnt);
+  jnz(blk, T_NEAR);
+  Zmm accs[kTokens];
+  for (int t = 0; t < kTokens; ++t) accs[t] = acc(t);
+  store_lanes(m, accs, zT);
+  inc(rGroup);
+  cmp(rGroup, rGroupEnd);
+  jb(groups, T_NEAR);
+}
+
+void GemmQ80::block(int m) {
+  for (int c = 0; c < 8; ++c) vmovdqu32(code(c), ptr[rPc + 64 * c]);
+  vcvtph2ps(zDw, ptr[rPd]);
+  // The int32 sums start at the bias term (a broadcast load, no ALU work).
+  for (int t = 0; t < m; ++t) vpbroadcastd(isum(t), ptr[rPa + kActBytes * t + kActBias]);
+  for (int c = 0; c < 8; ++c)
+    for (int t = 0; t < m; ++t) vpdpbusd(isum(t), code(c), ptr_b[rPa + kActBytes * t + 4 * c]);
+  for (int t = 0; t < m; ++t) {
+    vcvtdq2ps(isum(t), isum(t));
+    vmulps(zT, zDw, ptr_b[rPa + kActBytes * t + kActD]);
+    vfmadd231ps(acc(t), isum(t), zT);
+  }
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<KernelCode>> generate_gemm_q80_avx512(const KernelDesc& d) {
+  auto k = std::make_unique<GemmQ80>(d);
+  k->generate();
+  ZENMOE_RETURN_IF_ERROR(k->seal_gemm());
+  return std::unique_ptr<KernelCode>(std::move(k));
+}
+
+}  // namespace zenmoe::x64
