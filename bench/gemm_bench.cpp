@@ -129,13 +129,14 @@ struct Registrar {
           benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q4_K, s, n, loop)
               ->Unit(benchmark::kMicrosecond);
         }
-    // Q8_0 (also the transcoded Q5_0 weights) at the expert shapes.
-    for (Shape s : {Shape{2048, 512}, Shape{512, 2048}})
-      for (int64_t n : {32, 128}) {
-        const std::string name = "gemm_q80/" + std::to_string(s.cols) + "x" + std::to_string(s.rows) +
-                                 "/n:" + std::to_string(n);
-        benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q8_0, s, n, false)->Unit(benchmark::kMicrosecond);
-      }
+    // Q6_K and Q8_0 (also the transcoded Q5_0 weights) at the expert shapes.
+    for (GgmlType f : {GgmlType::Q6_K, GgmlType::Q8_0})
+      for (Shape s : {Shape{2048, 512}, Shape{512, 2048}})
+        for (int64_t n : {32, 128}) {
+          const std::string name = std::string("gemm_") + format_short_name(f) + "/" + std::to_string(s.cols) + "x" +
+                                   std::to_string(s.rows) + "/n:" + std::to_string(n);
+          benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, f, s, n, false)->Unit(benchmark::kMicrosecond);
+        }
   }
 } registrar;
 
