@@ -1,9 +1,10 @@
 // LLVM ORC glue kernels (codegen/glue.h) against the scalar reference C++ (kernels/ref) on
 // Kimi-K2 shapes: rms_norm + Q8_K quantisation of a 7168 hidden row, the 384 -> 8 router,
-// SwiGLU + Q8_K of a 2048 expert row, a 4096-long attention softmax. Rows rotate over 64
+// SwiGLU + Q8_K of a 2048 expert row, a 4096-long attention softmax, MLA decode attention. Rows rotate over 64
 // inputs (L2-resident). Compilation is measured on its own, outside every kernel loop.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -175,6 +176,77 @@ void BM_Softmax4096_Ref(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 
+// Absorbed-MLA decode attention of Kimi-K2 at 4096 cached positions: 64 heads, rows of
+// 576 (512 latent + 64 RoPE), f32 cache. Scores then values, one head group per call.
+constexpr int64_t kHeads = 64, kLat = 512, kRow = 576, kCtx = 4096;
+
+void BM_MlaScores_Glue(benchmark::State& state) {
+  const auto q = random_floats(kHeads * kRow, 8), cache = random_floats(kCtx * kRow, 9);
+  std::vector<float> scores(kHeads * kCtx);
+  const GlueDesc d = glue_attn_scores_desc(int32_t(kRow), 0, isa::host_level());
+  GlueFn fn = get_or_skip(state, d);
+  if (!fn) return;
+  state.SetLabel(glue_name(d));
+  GlueCall c;
+  c.x = q.data();
+  c.x2 = cache.data();
+  c.y = scores.data();
+  c.n_rows = kHeads;
+  c.stride = kRow;
+  c.n = kCtx;
+  for (auto _ : state) {
+    fn(&c);
+    benchmark::DoNotOptimize(scores.data());
+  }
+  state.SetBytesProcessed(state.iterations() * kCtx * kRow * int64_t(sizeof(float)));
+}
+
+void BM_MlaScores_Ref(benchmark::State& state) {
+  const auto q = random_floats(kHeads * kRow, 8), cache = random_floats(kCtx * kRow, 9);
+  std::vector<float> scores(kHeads * kCtx);
+  for (auto _ : state) {
+    for (int64_t h = 0; h < kHeads; ++h)
+      for (int64_t s = 0; s < kCtx; ++s)
+        scores[h * kCtx + s] = ref::vec_dot_f32(q.data() + h * kRow, cache.data() + s * kRow, kRow);
+    benchmark::DoNotOptimize(scores.data());
+  }
+  state.SetBytesProcessed(state.iterations() * kCtx * kRow * int64_t(sizeof(float)));
+}
+
+void BM_MlaValues_Glue(benchmark::State& state) {
+  const auto p = random_floats(kHeads * kCtx, 10), cache = random_floats(kCtx * kRow, 9);
+  std::vector<float> out(kHeads * kLat);
+  const GlueDesc d = glue_attn_values_desc(int32_t(kLat), 0, isa::host_level());
+  GlueFn fn = get_or_skip(state, d);
+  if (!fn) return;
+  state.SetLabel(glue_name(d));
+  GlueCall c;
+  c.x = p.data();
+  c.x2 = cache.data();
+  c.y = out.data();
+  c.n_rows = kHeads;
+  c.stride = kRow;
+  c.n = kCtx;
+  for (auto _ : state) {
+    fn(&c);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * kCtx * kLat * int64_t(sizeof(float)));
+}
+
+void BM_MlaValues_Ref(benchmark::State& state) {
+  const auto p = random_floats(kHeads * kCtx, 10), cache = random_floats(kCtx * kRow, 9);
+  std::vector<float> out(kHeads * kLat);
+  for (auto _ : state) {
+    std::fill(out.begin(), out.end(), 0.0f);
+    for (int64_t h = 0; h < kHeads; ++h)
+      for (int64_t s = 0; s < kCtx; ++s)
+        for (int64_t i = 0; i < kLat; ++i) out[h * kLat + i] += p[h * kCtx + s] * cache[s * kRow + i];
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * kCtx * kLat * int64_t(sizeof(float)));
+}
+
 // IR build + O3 + code generation + JIT link of one kernel, no disk cache.
 void BM_Compile_RmsNormQ8K(benchmark::State& state) {
   const GlueDesc d = glue_rms_norm_desc(7168, 1e-6f, true, false, GlueQuant::kQ8K, isa::host_level());
@@ -197,6 +269,10 @@ BENCHMARK(BM_SwigluQ8K_Glue);
 BENCHMARK(BM_SwigluQ8K_Ref);
 BENCHMARK(BM_Softmax4096_Glue);
 BENCHMARK(BM_Softmax4096_Ref);
+BENCHMARK(BM_MlaScores_Glue)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MlaScores_Ref)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MlaValues_Glue)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MlaValues_Ref)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Compile_RmsNormQ8K)->Unit(benchmark::kMillisecond)->Iterations(5);
 
 }  // namespace

@@ -334,7 +334,11 @@ std::string glue_default_cache_dir() {
 }
 
 GlueSession& glue_session() {
-  static GlueSession s(glue_default_cache_dir());
+  static GlueSession& s = [] () -> GlueSession& {
+    static GlueSession session(glue_default_cache_dir());
+    if (const char* dump = std::getenv("ZENMOE_GLUE_DUMP"); dump != nullptr) session.set_dump_dir(dump);
+    return session;
+  }();
   return s;
 }
 

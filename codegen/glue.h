@@ -183,6 +183,9 @@ class GlueSession {
   Expected<std::string> target_description(const GlueDesc& d);
   GlueStats stats() const;
   const std::string& cache_dir() const;
+  // From now on, writes the optimised IR of every kernel this session generates (not those
+  // loaded from the cache) to DIR/<glue_name>.ll. Empty: no dumps.
+  void set_dump_dir(std::string dir);
 
   class Impl;
 
@@ -194,7 +197,8 @@ class GlueSession {
 // else $HOME/.cache/zenmoe, else empty (no disk cache).
 std::string glue_default_cache_dir();
 
-// The process-wide session (cache directory from glue_default_cache_dir() at first use).
+// The process-wide session (cache directory from glue_default_cache_dir() at first use; IR
+// dumps to $ZENMOE_GLUE_DUMP when set).
 GlueSession& glue_session();
 // glue_session().get(d).
 Expected<GlueFn> glue_kernel(const GlueDesc& d);

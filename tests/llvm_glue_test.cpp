@@ -10,8 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "codegen/glue.h"
@@ -514,6 +516,24 @@ TEST(LlvmGlue, DumpsVectorIr) {
   EXPECT_NE(glue_name(d).find("glue_swiglu_q8k_n2048__"), std::string::npos);
 }
 
+// Many threads asking for the same new descriptor get one generation and one function.
+TEST(LlvmGlue, ConcurrentRequestsGenerateOnce) {
+  GlueSession s("");
+  const GlueDesc d = glue_add_desc(4242, isa::host_level());
+  std::vector<GlueFn> got(4, nullptr);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      Expected<GlueFn> fn = s.get(d);
+      if (fn) got[t] = *fn;
+    });
+  for (auto& th : threads) th.join();
+  for (GlueFn fn : got) EXPECT_EQ(fn, got[0]);
+  ASSERT_NE(got[0], nullptr);
+  EXPECT_EQ(s.stats().generated, 1);
+  EXPECT_EQ(s.stats().loaded, 0);
+}
+
 class TempDir {
  public:
   TempDir() {
@@ -599,6 +619,18 @@ TEST(LlvmGlue, DiskCacheSkipsGenerationAndRejectsCorruptFiles) {
   }
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "temporary left behind";
+}
+
+TEST(LlvmGlue, DumpDirReceivesGeneratedIr) {
+  TempDir dir;
+  GlueSession s("");
+  s.set_dump_dir(dir.path());
+  const GlueDesc d = glue_softmax_desc(0.5f, isa::host_level());
+  ASSERT_TRUE(s.get(d).has_value());
+  std::ifstream in(dir.path() + "/" + glue_name(d) + ".ll");
+  ASSERT_TRUE(in.good());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("define void @zenmoe_glue_"), std::string::npos);
 }
 
 TEST(LlvmGlue, DefaultCacheDirFollowsTheEnvironment) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -179,6 +180,10 @@ class GlueSession::Impl {
   }
   const std::string& dir() const { return cache_.dir(); }
   std::mutex& gen_mu() { return gen_mu_; }
+  void set_dump_dir(std::string dir) {
+    std::lock_guard<std::mutex> lock(gen_mu_);
+    dump_dir_ = std::move(dir);
+  }
 
  private:
   struct Slot {
@@ -190,6 +195,7 @@ class GlueSession::Impl {
                                                 const std::string& module_id);
   Expected<GlueFn> generate(const GlueDesc& d);
   Status ensure_jit();
+  void dump(const llvm::Module& m, const GlueDesc& d) const;
 
   mutable std::mutex mu_;   // slots_, stats_
   std::mutex gen_mu_;       // everything LLVM: the JIT, target machines, the cache
@@ -198,6 +204,7 @@ class GlueSession::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   glue_llvm::DiskObjectCache cache_;
   GlueStats stats_;
+  std::string dump_dir_;
 };
 
 Status GlueSession::Impl::ensure_jit() {
@@ -211,6 +218,14 @@ Status GlueSession::Impl::ensure_jit() {
   (*jit)->getMainJITDylib().addGenerator(std::move(*gen));
   jit_ = std::move(*jit);
   return Status::ok();
+}
+
+void GlueSession::Impl::dump(const llvm::Module& m, const GlueDesc& d) const {
+  if (dump_dir_.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dump_dir_, ec);
+  llvm::raw_fd_ostream out(dump_dir_ + "/" + glue_name(d) + ".ll", ec);
+  if (!ec) m.print(out, nullptr);  // observability only: a failed dump never fails the kernel
 }
 
 Expected<Target*> GlueSession::Impl::target(const GlueDesc& d) {
@@ -273,6 +288,7 @@ Expected<GlueFn> GlueSession::Impl::generate(const GlueDesc& d) {
     Expected<std::unique_ptr<llvm::Module>> m = build(ctx, d, **t, file);
     if (!m) return Error{m.error()};
     optimize(**m, *(*t)->tm);
+    dump(**m, d);
     llvm::orc::SimpleCompiler compile(*(*t)->tm, cache_.dir().empty() ? nullptr : &cache_);
     auto compiled = compile(**m);
     if (!compiled) return Error{"glue: " + glue_name(d) + ": code generation failed: " + to_string(compiled.takeError())};
@@ -328,6 +344,7 @@ Expected<GlueFn> GlueSession::get(const GlueDesc& d) { return impl_->get(d); }
 Expected<std::string> GlueSession::ir_text(const GlueDesc& d, bool optimized) { return impl_->ir_text(d, optimized); }
 GlueStats GlueSession::stats() const { return impl_->stats(); }
 const std::string& GlueSession::cache_dir() const { return impl_->dir(); }
+void GlueSession::set_dump_dir(std::string dir) { impl_->set_dump_dir(std::move(dir)); }
 
 Expected<std::string> GlueSession::cache_file_name(const GlueDesc& d) {
   ZENMOE_RETURN_IF_ERROR(validate(d));

@@ -1,4 +1,5 @@
 #include "codegen/x64/generators.h"
+#include "codegen/x64/swiglu_q8k.h"
 
 #include <xbyak/xbyak.h>
 
@@ -35,13 +36,9 @@ Expected<std::unique_ptr<KernelCode>> dispatch(const KernelDesc& d) {
 }  // namespace
 
 void swiglu_quantize_q8k(const float* gu, void* q8k_block) {
-  float gate[256], up[256];
-  for (int r = 0; r < 256; ++r) {
-    gate[r] = gu[2 * r];
-    up[r] = gu[2 * r + 1];
-  }
-  ref::swiglu(gate, up, gate, 256);
-  ref::quantize_row(GgmlType::Q8_K, gate, q8k_block, 256);
+  float h[256];
+  for (int r = 0; r < 256; ++r) h[r] = swiglu_approx(gu[2 * r], gu[2 * r + 1]);
+  ref::quantize_row(GgmlType::Q8_K, h, q8k_block, 256);
 }
 
 std::vector<isa::IsaLevel> generated_levels(GgmlType weight) {
