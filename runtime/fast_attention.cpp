@@ -31,7 +31,55 @@ void single_threaded_blas() {
   if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) fn(1);
 }
 
-MlaOp::MlaOp(const ir::Node& n) : scale_(n.attr_float("scale")) {}
+Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Graph& g, isa::Target target) {
+  std::unique_ptr<MlaOp> op(new MlaOp());
+  op->scale_ = n.attr_float("scale");
+  if (target.level < isa::IsaLevel::kAvx512) return op;
+  const auto R = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[0])].shape[0]);
+  const auto r = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[1])].shape[0]);
+  const GlueCpu cpu = target.tuning == isa::Tuning::kZen5   ? GlueCpu::kZnver5
+                      : target.tuning == isa::Tuning::kZen4 ? GlueCpu::kZnver4
+                                                             : GlueCpu::kHost;
+  auto s = glue_kernel(glue_attn_scores_desc(R + r, 0, target.level, cpu));
+  if (!s) return Error{s.error()};
+  auto v = glue_kernel(glue_attn_values_desc(R, 0, target.level, cpu));
+  if (!v) return Error{v.error()};
+  op->scores_ = *s;
+  op->values_ = *v;
+  return op;
+}
+
+// Rows [i0, i1) of a decode-sized batch: scores, causal softmax and values per row, all over
+// the cache rows the row's token sees.
+void MlaOp::run_glue(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
+  const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
+  const int64_t R = q_lat.ne[0], H = q_lat.ne[1], r = q_pe.ne[0], W = R + r;
+  for (int64_t i = i0; i < i1;) {
+    // The rows of one token share their visible length: one call per token's heads.
+    const int64_t t = i / H, end = std::min(i1, (t + 1) * H), m = end - i;
+    const int64_t vis = static_cast<int64_t>(pos.ci32()[t]) + 1;
+    sc.q.resize(static_cast<size_t>(m * W));
+    sc.s.resize(static_cast<size_t>(m * vis));
+    for (int64_t k = i; k < end; ++k) {
+      float* q = sc.q.data() + (k - i) * W;
+      std::memcpy(q, q_lat.cf32() + k * R, static_cast<size_t>(R) * sizeof(float));
+      std::memcpy(q + R, q_pe.cf32() + k * r, static_cast<size_t>(r) * sizeof(float));
+    }
+    GlueCall c;
+    c.x = sc.q.data();
+    c.x2 = cache.cf32();
+    c.y = sc.s.data();
+    c.n_rows = m;
+    c.stride = W;
+    c.n = vis;
+    scores_(&c);
+    for (int64_t k = 0; k < m; ++k) refexec::softmax_ggml(sc.s.data() + k * vis, sc.s.data() + k * vis, vis, scale_);
+    c.x = sc.s.data();
+    c.y = y.f32() + i * R;
+    values_(&c);
+    i = end;
+  }
+}
 
 void MlaOp::store(std::span<Tensor* const> in) const {
   const Tensor &c = *in[2], &k_pe = *in[3], &pos = *in[5];
@@ -49,6 +97,10 @@ void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, Attent
   const int64_t R = q_lat.ne[0], H = q_lat.ne[1], T = q_lat.ne[2], r = q_pe.ne[0], W = R + r;
   const Range rows = split_range(T * H, nth, tid);
   if (rows.begin >= rows.end) return;
+  if (scores_ != nullptr && T <= kMlaGlueMaxTokens) {
+    run_glue(rows.begin, rows.end, in, y, sc);
+    return;
+  }
   single_threaded_blas();
   for (int64_t i0 = rows.begin; i0 < rows.end; i0 += kBlockRows) {
     const int64_t i1 = std::min(rows.end, i0 + kBlockRows), m = i1 - i0;

@@ -6,8 +6,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <vector>
 
+#include "codegen/glue.h"
+#include "codegen/isa.h"
 #include "ir/graph.h"
 #include "kernels/status.h"
 #include "runtime/ref_executor_ops.h"
@@ -20,7 +24,9 @@ struct AttentionScratch {
 
 class MlaOp {
  public:
-  explicit MlaOp(const ir::Node& n);
+  // Decode-sized batches use generated glue kernels (scores and values over the cache rows);
+  // larger ones the SGEMM pair. Without AVX-512 glue (scalar target) SGEMM serves both.
+  static Expected<std::unique_ptr<MlaOp>> create(const ir::Node& n, const ir::Graph& g, isa::Target target);
   // Caller thread: writes this batch's cache rows.
   void store(std::span<refexec::Tensor* const> in) const;
   // Thread `tid` of `nth`: its share of the (token, head) rows.
@@ -28,8 +34,15 @@ class MlaOp {
            AttentionScratch& scratch) const;
 
  private:
+  void run_glue(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
+                AttentionScratch& sc) const;
+
   float scale_ = 1.0f;
+  GlueFn scores_ = nullptr, values_ = nullptr;
 };
+
+// Batches of at most this many tokens take the glue path.
+inline constexpr int64_t kMlaGlueMaxTokens = 4;
 
 // The calling thread's dense-algebra library runs single-threaded (the pool owns the cores).
 void single_threaded_blas();

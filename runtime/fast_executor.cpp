@@ -167,8 +167,10 @@ Status Impl::build_steps() {
       dispatch_.push_back(g.values[static_cast<size_t>(n.inputs[0])].name + ": " + (*m)->kernel_name());
       s.mat = std::move(*m);
     } else if (n.op == ir::OpKind::MlaAttention) {
+      auto m = MlaOp::create(n, g, cm_->target);
+      if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::Mla;
-      s.mla = std::make_unique<MlaOp>(n);
+      s.mla = std::move(*m);
     } else if (n.op == ir::OpKind::Reshape) {
       s.kind = StepKind::View;  // shares its input's arena bytes (memory plan)
     } else {
