@@ -21,6 +21,7 @@ struct ExecutorOptions {
   int n_ctx = 4096;   // context limit (positions); eval past it is an error
   int n_threads = 1;  // worker threads (engines may use fewer)
   bool profile = false;  // accumulate time per op kind (Executor::profile())
+  bool kv_f16 = false;   // keep the KV cache in F16 (half the bytes; the reference engine keeps F32)
 };
 
 class Executor {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/ref/fp16.h"
 #include "kernels/ref/ops.h"
 #include "runtime/ref_executor_numerics.h"
 #include "runtime/thread_pool.h"
@@ -31,18 +32,21 @@ void single_threaded_blas() {
   if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"))) fn(1);
 }
 
-Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Graph& g, isa::Target target) {
+Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Graph& g, isa::Target target,
+                                               bool kv_f16) {
   std::unique_ptr<MlaOp> op(new MlaOp());
   op->scale_ = n.attr_float("scale");
+  op->kv_f16_ = kv_f16;
   if (target.level < isa::IsaLevel::kAvx512) return op;
   const auto R = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[0])].shape[0]);
   const auto r = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[1])].shape[0]);
   const GlueCpu cpu = target.tuning == isa::Tuning::kZen5   ? GlueCpu::kZnver5
                       : target.tuning == isa::Tuning::kZen4 ? GlueCpu::kZnver4
                                                              : GlueCpu::kHost;
-  auto s = glue_kernel(glue_attn_scores_desc(R + r, 0, target.level, cpu));
+  const uint8_t kv = kv_f16 ? 1 : 0;
+  auto s = glue_kernel(glue_attn_scores_desc(R + r, kv, target.level, cpu));
   if (!s) return Error{s.error()};
-  auto v = glue_kernel(glue_attn_values_desc(R, 0, target.level, cpu));
+  auto v = glue_kernel(glue_attn_values_desc(R, kv, target.level, cpu));
   if (!v) return Error{v.error()};
   op->scores_ = *s;
   op->values_ = *v;
@@ -67,7 +71,7 @@ void MlaOp::run_glue(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tensor
     }
     GlueCall c;
     c.x = sc.q.data();
-    c.x2 = cache.cf32();
+    c.x2 = reinterpret_cast<const float*>(cache.cdata);  // F32 or F16 rows (the kernel's kv type)
     c.y = sc.s.data();
     c.n_rows = m;
     c.stride = W;
@@ -86,11 +90,25 @@ void MlaOp::store(std::span<Tensor* const> in) const {
   Tensor& cache = *in[4];
   const int64_t R = c.ne[0], r = k_pe.ne[0], W = R + r, T = pos.ne[0];
   for (int64_t t = 0; t < T; ++t) {
-    float* row = cache.f32() + static_cast<int64_t>(pos.ci32()[t]) * W;
+    const int64_t p = pos.ci32()[t];
+    if (kv_f16_) {
+      auto* row = reinterpret_cast<f16_t*>(cache.data) + p * W;
+      for (int64_t i = 0; i < R; ++i) row[i] = ref::fp32_to_fp16(c.cf32()[t * R + i]);
+      for (int64_t i = 0; i < r; ++i) row[R + i] = ref::fp32_to_fp16(k_pe.cf32()[t * r + i]);
+      continue;
+    }
+    float* row = cache.f32() + p * W;
     std::memcpy(row, c.cf32() + t * R, static_cast<size_t>(R) * sizeof(float));
     std::memcpy(row + R, k_pe.cf32() + t * r, static_cast<size_t>(r) * sizeof(float));
   }
+  if (kv_f16_ && (scores_ == nullptr || T > kMlaGlueMaxTokens)) {  // the SGEMM path reads F32 rows
+    const int64_t rows = static_cast<int64_t>(pos.ci32()[T - 1]) + 1;
+    widened_.resize(static_cast<size_t>(rows * W));
+    ref::fp16_to_fp32_row(reinterpret_cast<const f16_t*>(cache.cdata), widened_.data(), rows * W);
+  }
 }
+
+const float* MlaOp::f32_cache(const Tensor& cache) const { return kv_f16_ ? widened_.data() : cache.cf32(); }
 
 void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
   const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
@@ -112,14 +130,14 @@ void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, Attent
       std::memcpy(q, q_lat.cf32() + i * R, static_cast<size_t>(R) * sizeof(float));
       std::memcpy(q + R, q_pe.cf32() + i * r, static_cast<size_t>(r) * sizeof(float));
     }
-    dnnl_sgemm('N', 'T', m, n_vis, W, 1.0f, sc.q.data(), W, cache.cf32(), W, 0.0f, sc.s.data(), n_vis);
+    dnnl_sgemm('N', 'T', m, n_vis, W, 1.0f, sc.q.data(), W, f32_cache(cache), W, 0.0f, sc.s.data(), n_vis);
     for (int64_t i = i0; i < i1; ++i) {
       float* s = sc.s.data() + (i - i0) * n_vis;
       const int64_t vis = static_cast<int64_t>(pos.ci32()[i / H]) + 1;
       refexec::softmax_ggml(s, s, vis, scale_);
       std::fill(s + vis, s + n_vis, 0.0f);
     }
-    dnnl_sgemm('N', 'N', m, R, n_vis, 1.0f, sc.s.data(), n_vis, cache.cf32(), W, 0.0f, y.f32() + i0 * R, R);
+    dnnl_sgemm('N', 'N', m, R, n_vis, 1.0f, sc.s.data(), n_vis, f32_cache(cache), W, 0.0f, y.f32() + i0 * R, R);
   }
 }
 

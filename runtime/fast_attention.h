@@ -26,7 +26,10 @@ class MlaOp {
  public:
   // Decode-sized batches use generated glue kernels (scores and values over the cache rows);
   // larger ones the SGEMM pair. Without AVX-512 glue (scalar target) SGEMM serves both.
-  static Expected<std::unique_ptr<MlaOp>> create(const ir::Node& n, const ir::Graph& g, isa::Target target);
+  // kv_f16: the cache holds F16 rows (store() converts; SGEMM batches widen the visible rows
+  // once per call into a shared F32 copy).
+  static Expected<std::unique_ptr<MlaOp>> create(const ir::Node& n, const ir::Graph& g, isa::Target target,
+                                                 bool kv_f16);
   // Caller thread: writes this batch's cache rows.
   void store(std::span<refexec::Tensor* const> in) const;
   // Thread `tid` of `nth`: its share of the (token, head) rows.
@@ -37,7 +40,11 @@ class MlaOp {
   void run_glue(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                 AttentionScratch& sc) const;
 
+  const float* f32_cache(const refexec::Tensor& cache) const;
+
   float scale_ = 1.0f;
+  bool kv_f16_ = false;
+  mutable std::vector<float> widened_;  // F16 cache rows as F32 for the SGEMM path
   GlueFn scores_ = nullptr, values_ = nullptr;
 };
 

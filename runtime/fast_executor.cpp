@@ -71,6 +71,12 @@ Tensor token_view(const Tensor& t, int64_t t0, int64_t t1) {
   return v;
 }
 
+bool is_mla_cache(const ir::Graph& g, int value) {
+  for (const ir::Node& n : g.nodes)
+    if (n.op == ir::OpKind::MlaAttention && n.inputs.size() > 4 && n.inputs[4] == value) return true;
+  return false;
+}
+
 class Impl final : public FastExecutor {
  public:
   Status init(std::shared_ptr<const CompiledModel> cm, const FastExecutorOptions& o);
@@ -130,7 +136,9 @@ Status Impl::bind_values() {
                      " bytes, expected " + std::to_string(want)};
       t.cdata = static_cast<const uint8_t*>(it->second.data);
     } else if (v.kind == ir::ValueKind::State) {
-      states_[i] = zeroed(row_bytes(v.type, t.ne[0]) * (t.numel() / t.ne[0]));
+      // The MLA latent cache may be kept in F16 (ExecutorOptions::kv_f16); MHA caches stay F32.
+      if (opts_.base.kv_f16 && is_mla_cache(g, static_cast<int>(i))) t.type = GgmlType::F16;
+      states_[i] = zeroed(row_bytes(t.type, t.ne[0]) * (t.numel() / t.ne[0]));
       if (!states_[i]) return Error{"fast executor: cannot allocate the KV cache '" + v.name + "'"};
       t.data = states_[i].get();
       t.cdata = t.data;
@@ -167,7 +175,7 @@ Status Impl::build_steps() {
       dispatch_.push_back(g.values[static_cast<size_t>(n.inputs[0])].name + ": " + (*m)->kernel_name());
       s.mat = std::move(*m);
     } else if (n.op == ir::OpKind::MlaAttention) {
-      auto m = MlaOp::create(n, g, cm_->target);
+      auto m = MlaOp::create(n, g, cm_->target, opts_.base.kv_f16);
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::Mla;
       s.mla = std::move(*m);

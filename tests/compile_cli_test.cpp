@@ -80,6 +80,8 @@ TEST_F(CompileCli, BadInputsFailCleanly) {
   expect_one_line_error("compile " + q(gguf_) + " -t 0", "threads");
   expect_one_line_error("compile", "one model file");
   expect_one_line_error("compile " + q(gguf_) + " -o /nonexistent/dir/m.zplan", "/nonexistent/dir");
+  expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 --cache-type-k q4", "unknown cache type 'q4'");
+  expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 -ctk f16 -ctv f32", "one latent cache");
   // A plan that is not a plan.
   fs::copy_file(fs::path(ZENMOE_ORACLE_DIR) / "tiny-q4ks.dequant.json", dir_ / "bad.zplan");
   expect_one_line_error("run -m " + q(dir_ / "bad.zplan") + " -p hi -n 1", "bad.zplan");

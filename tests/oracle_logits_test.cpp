@@ -92,7 +92,7 @@ void check(const std::string& what, const Figures& f) {
   EXPECT_LE(f.kl_max, 0.1) << what;
 }
 
-enum class Engine { Reference, Fast1, Fast2 };
+enum class Engine { Reference, Fast1, Fast2, Fast2CacheF16 };
 
 Expected<std::unique_ptr<Executor>> make(const gguf::Model& model, Engine e, const ExecutorOptions& opts) {
   if (e == Engine::Reference) return make_reference_executor(model, opts);
@@ -102,7 +102,8 @@ Expected<std::unique_ptr<Executor>> make(const gguf::Model& model, Engine e, con
   if (!cm) return Error{cm.error()};
   FastExecutorOptions fo;
   fo.base = opts;
-  fo.base.n_threads = e == Engine::Fast2 ? 2 : 1;
+  fo.base.n_threads = e == Engine::Fast1 ? 1 : 2;
+  fo.base.kv_f16 = e == Engine::Fast2CacheF16;
   fo.max_batch = 16;  // the oracle sequences are longer: several chunks per prefill
   auto ex = make_fast_executor(std::make_shared<const CompiledModel>(std::move(*cm)), fo);
   if (!ex) return Error{ex.error()};
@@ -158,6 +159,7 @@ TEST(OracleLogits, FastTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast1); }
 TEST(OracleLogits, FastTinyF16) { run_model("tiny-f16", Engine::Fast1); }
 TEST(OracleLogits, FastTwoThreadsTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast2); }
 TEST(OracleLogits, FastTwoThreadsTinyF16) { run_model("tiny-f16", Engine::Fast2); }
+TEST(OracleLogits, FastF16CacheTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast2CacheF16); }
 
 }  // namespace
 }  // namespace zenmoe
