@@ -6,9 +6,11 @@
 
 #include "codegen/kernel_desc.h"
 #include "codegen/registry.h"
+#include "ir/parser.h"
 #include "ir/pipeline.h"
 #include "kernels/ref/fp16.h"
 #include "runtime/gguf.h"
+#include "runtime/plan_file.h"
 #include "runtime/ref_executor_model.h"
 
 namespace zenmoe {
@@ -128,6 +130,47 @@ Expected<CompiledModel> compile_in_memory(const gguf::Model& model, const Compil
     done += r.nbytes;
     if (opts.progress) opts.progress(done, total);
   }
+  return cm;
+}
+
+Expected<isa::Target> plan_target(const plan::PlanHeader& h) {
+  auto level = isa::parse_level(h.target_level);
+  if (!level) return Error{"plan: " + level.error()};
+  auto tuning = isa::parse_tuning(h.target_tuning);
+  if (!tuning) return Error{"plan: " + tuning.error()};
+  return isa::Target{*level, *tuning};
+}
+
+Expected<CompiledModel> compiled_from_plan(std::shared_ptr<const plan::LoadedPlan> loaded, const gguf::Model& model) {
+  const plan::PlanHeader& h = loaded->header;
+  auto g = ir::parse_graph(h.graph_text);
+  if (!g) return Error{loaded->path + ": lowered graph: " + g.error()};
+  auto target = plan_target(h);
+  if (!target) return Error{target.error()};
+  CompiledModel cm;
+  cm.graph = std::move(*g);
+  cm.target = *target;
+  for (const auto& t : model.tensors()) cm.raw[t.name] = WeightBytes{t.data, t.nbytes};
+  const std::vector<PackRequest> reqs = pack_requests(cm.graph, cm.target);
+  if (reqs.size() != h.tensors.size())
+    return Error{loaded->path + ": the plan holds " + std::to_string(h.tensors.size()) + " packed weights, its graph needs " +
+                 std::to_string(reqs.size()) + " — recompile"};
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const PackRequest& r = reqs[i];
+    const plan::PlanTensor& t = h.tensors[i];
+    if (t.name != r.name || t.format != r.packed || t.row_block != r.row_block || t.rows != r.rows ||
+        t.cols != r.cols || t.n_mats != r.n_mats || t.kind != plan::kPackWeights || t.mat_stride < r.mat_stride)
+      return Error{loaded->path + ": packed weight '" + t.name + "' does not match the graph's '" + r.name +
+                   "' — recompile"};
+    PackedMats pm;
+    pm.req = r;
+    pm.req.mat_stride = t.mat_stride;
+    pm.req.nbytes = t.nbytes;
+    pm.layout = *pack_layout(r.packed, r.row_block, r.rows, r.cols);
+    pm.data = loaded->tensor_data(i);
+    cm.packed[r.name] = pm;
+  }
+  cm.storage.push_back(std::const_pointer_cast<plan::LoadedPlan>(loaded));
   return cm;
 }
 

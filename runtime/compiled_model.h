@@ -66,8 +66,22 @@ struct CompileOptions {
   std::function<void(uint64_t, uint64_t)> progress;
 };
 
+namespace plan {
+class LoadedPlan;
+struct PlanHeader;
+}
+
+// The target a plan header names (level and tuning); errors on unknown names.
+Expected<isa::Target> plan_target(const plan::PlanHeader& h);
+
 // Builds the graph of `model`, runs the pipeline and repacks the weights into memory.
 // `model` must outlive the result (raw tensors point into its mapping).
 Expected<CompiledModel> compile_in_memory(const gguf::Model& model, const CompileOptions& opts);
+
+// The model of a plan: its lowered graph parsed back, packed weights pointing into the mapped
+// side file (no repacking), raw tensors from `model` (the plan's GGUF, already checked by
+// plan::check_plan_compatible). Refuses a plan whose weight list does not match its graph.
+// Both must outlive the result; the plan is kept alive by it.
+Expected<CompiledModel> compiled_from_plan(std::shared_ptr<const plan::LoadedPlan> loaded, const gguf::Model& model);
 
 }  // namespace zenmoe

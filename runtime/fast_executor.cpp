@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "ir/memory_plan.h"
 #include "runtime/fast_attention.h"
+#include "runtime/fast_glue.h"
 #include "runtime/fast_matmul.h"
 #include "runtime/ref_executor_ops.h"
 #include "runtime/thread_pool.h"
@@ -53,6 +55,7 @@ struct Step {
   StepKind kind = StepKind::Light;
   std::unique_ptr<MatOp> mat;
   std::unique_ptr<MlaOp> mla;
+  std::unique_ptr<LightGlue> glue;  // generated kernel of a light op (else the reference)
   std::vector<Tensor*> in, out;
   std::vector<bool> in_t, out_t;  // the value has a token dimension (last)
 };
@@ -144,6 +147,7 @@ Status Impl::build_steps() {
   TileBudget tiles;
   const CacheSizes caches = detect_cache_sizes();
   if (caches.l2 > 0) tiles.l2_bytes = caches.l2;
+  std::set<std::string> glue_names;
   for (const ir::Node& n : g.nodes) {
     Step s;
     s.node = &n;
@@ -169,9 +173,16 @@ Status Impl::build_steps() {
       s.kind = StepKind::View;  // shares its input's arena bytes (memory plan)
     } else {
       s.kind = per_token(n.op) ? StepKind::Light : StepKind::Serial;
+      if (s.kind == StepKind::Light && cm_->target.level != isa::IsaLevel::kScalar) {
+        auto glue = LightGlue::create(n, g, cm_->target);
+        if (!glue) return Error{"fast executor: " + glue.error()};
+        s.glue = std::move(*glue);
+        if (s.glue) glue_names.insert(std::string(ir::op_name(n.op)) + ": " + s.glue->name());
+      }
     }
     steps_.push_back(std::move(s));
   }
+  dispatch_.insert(dispatch_.end(), glue_names.begin(), glue_names.end());
   return Status::ok();
 }
 
@@ -216,6 +227,17 @@ void Impl::size_for(int64_t T) {
 
 void Impl::run_light(Step& s, int64_t T) {
   const int nth = pool_->size();
+  if (s.glue) {
+    if (T < 2 * nth || nth == 1) {
+      s.glue->run(0, T, s.in, s.out);
+      return;
+    }
+    pool_->run([&](int tid) {
+      const Range r = split_range(T, nth, tid);
+      if (r.begin < r.end) s.glue->run(r.begin, r.end, s.in, s.out);
+    });
+    return;
+  }
   if (T < 2 * nth || nth == 1) {
     (void)refexec::run_node(*s.node, s.in, s.out);
     return;
@@ -247,7 +269,7 @@ Status Impl::run_step(Step& s, int64_t T) {
     case StepKind::Serial:
       return refexec::run_node(*s.node, s.in, s.out);
     case StepKind::Mat:
-      ZENMOE_RETURN_IF_ERROR(s.mat->prepare(s.in.size() > 2 ? s.in[2] : nullptr));
+      ZENMOE_RETURN_IF_ERROR(s.mat->prepare(s.in.size() > 2 ? s.in[2] : nullptr, *s.in[1]));
       pool_->run([&](int tid) { s.mat->run(tid, nth, *s.in[1], *s.out[0]); });
       return Status::ok();
     case StepKind::Mla:

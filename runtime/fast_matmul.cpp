@@ -1,6 +1,7 @@
 #include "runtime/fast_matmul.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "codegen/kernel_desc.h"
 #include "codegen/registry.h"
@@ -40,6 +41,17 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
     if (!k) return Error{w.name + ": " + k.error()};
     op->kernel_ = *k;
     op->kernel_name_ = canonical_name(d);
+    // The GEMM kernel over the same packed bytes, when one exists for this format and level.
+    for (isa::IsaLevel l : implemented_gemm_levels(d.weight)) {
+      if (l > cm.target.level || !isa::host_supports(l) || l == isa::IsaLevel::kScalar) continue;
+      KernelDesc gd = default_gemm_desc(d.weight, d.cols, {l, cm.target.tuning});
+      if (gd.row_block != d.row_block) continue;
+      auto gk = global_registry().get(gd);
+      if (gk) {
+        op->gemm_ = *gk;
+        op->kernel_name_ += " + " + canonical_name(gd);
+      }
+    }
     op->row_block_ = d.row_block;
     row_bytes_streamed = pit->second.layout.group_stride / d.row_block;
   } else {
@@ -58,7 +70,7 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
   return op;
 }
 
-Status MatOp::prepare(const Tensor* ids) {
+Status MatOp::prepare(const Tensor* ids, const Tensor& x) {
   if (!by_expert_) return Status::ok();
   const int64_t slots = ids->numel();
   expert_begin_.assign(static_cast<size_t>(n_mats_ + 1), 0);
@@ -72,7 +84,52 @@ Status MatOp::prepare(const Tensor* ids) {
   std::vector<int64_t> fill(expert_begin_.begin(), expert_begin_.end() - 1);
   for (int64_t s = 0; s < slots; ++s)
     slot_order_[static_cast<size_t>(fill[static_cast<size_t>(ids->ci32()[s])]++)] = static_cast<int32_t>(s);
+  gathered_ = gemm_ != nullptr && slots > k_used_;  // a batch: experts see several rows
+  if (gathered_) {
+    x_row_bytes_ = x.row_size();
+    xg_.resize(static_cast<size_t>(slots * x_row_bytes_));
+    yg_.resize(static_cast<size_t>(slots * N_));
+    for (int64_t i = 0; i < slots; ++i) {
+      const int64_t slot = slot_order_[static_cast<size_t>(i)];
+      const int64_t xr = per_slot_x_ ? slot : slot / k_used_;
+      std::memcpy(xg_.data() + i * x_row_bytes_, x.cdata + xr * x_row_bytes_, static_cast<size_t>(x_row_bytes_));
+    }
+  }
   return Status::ok();
+}
+
+void MatOp::gemm(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, int64_t n, int64_t x_stride, float* y,
+                 int64_t y_stride) const {
+  GemmCall c;
+  c.w = packed_->mat(mat);
+  c.x = x;
+  c.y = y;
+  c.r0 = r0;
+  c.r1 = r1;
+  c.n = n;
+  c.x_stride = x_stride;
+  c.y_stride = y_stride;
+  gemm_->gemm(c);
+}
+
+// Batch path: each expert's gathered rows go through the GEMM kernel tile by tile; every thread
+// then copies its own output rows of those slots to their places.
+void MatOp::run_experts_gemm(int tid, int nth, Tensor& y) const {
+  const Range rr = split_range(N_, nth, tid, row_block_);
+  if (rr.begin >= rr.end) return;
+  for (int64_t e = 0; e < n_mats_; ++e) {
+    const int64_t s0 = expert_begin_[static_cast<size_t>(e)], s1 = expert_begin_[static_cast<size_t>(e + 1)];
+    if (s0 == s1) continue;
+    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
+      const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
+      gemm(e, t0, t1, xg_.data() + s0 * x_row_bytes_, s1 - s0, x_row_bytes_, yg_.data() + s0 * N_, N_);
+    }
+    for (int64_t i = s0; i < s1; ++i) {
+      const int64_t slot = slot_order_[static_cast<size_t>(i)];
+      std::memcpy(y.f32() + slot * N_ + rr.begin, yg_.data() + i * N_ + rr.begin,
+                  static_cast<size_t>(rr.end - rr.begin) * sizeof(float));
+    }
+  }
 }
 
 void MatOp::rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y) const {
@@ -94,9 +151,14 @@ void MatOp::rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y
 void MatOp::run_dense(int tid, int nth, const Tensor& x, Tensor& y) const {
   const Range rr = split_range(N_, nth, tid, row_block_);
   const int64_t cols = x.rows(), xrb = x.row_size();
+  const int64_t per_mat = cols / n_mats_;
   for (int64_t m = 0; m < n_mats_; ++m)
     for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
       const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
+      if (gemm_ && per_mat > 1) {
+        gemm(m, t0, t1, x.cdata + m * xrb, per_mat, n_mats_ * xrb, y.f32() + m * N_, n_mats_ * N_);
+        continue;
+      }
       for (int64_t c = m; c < cols; c += n_mats_) rows(m, t0, t1, x.cdata + c * xrb, y.f32() + c * N_);
     }
 }
@@ -121,7 +183,9 @@ void MatOp::run_experts(int tid, int nth, const Tensor& x, Tensor& y) const {
 }
 
 void MatOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
-  if (by_expert_)
+  if (by_expert_ && gathered_)
+    run_experts_gemm(tid, nth, y);
+  else if (by_expert_)
     run_experts(tid, nth, x, y);
   else
     run_dense(tid, nth, x, y);

@@ -27,8 +27,9 @@ class MatOp {
   // Node: matmul(w, x) or matmul_id(w, x, ids).
   static Expected<std::unique_ptr<MatOp>> create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
                                                  const TileBudget& tiles);
-  // Serial part before the threads start (matmul_id groups its slots by expert).
-  Status prepare(const refexec::Tensor* ids);
+  // Serial part before the threads start: matmul_id groups its slots by expert and, for a
+  // batch on the GEMM kernel, gathers each expert's activation rows contiguously.
+  Status prepare(const refexec::Tensor* ids, const refexec::Tensor& x);
   // Thread `tid` of `nth` computes its share of y.
   void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   // "gemv_q4k_q8k_f32_8r__avx512vnni_zen4" or "reference q5_K" (dispatch log, profiles).
@@ -38,11 +39,15 @@ class MatOp {
   void rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y) const;
   void run_dense(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void run_experts(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
+  void run_experts_gemm(int tid, int nth, refexec::Tensor& y) const;
+  void gemm(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, int64_t n, int64_t x_stride, float* y,
+            int64_t y_stride) const;
 
   bool by_expert_ = false;
   int64_t K_ = 0, N_ = 0, n_mats_ = 1, row_block_ = 1, tile_rows_ = 1;
   const PackedMats* packed_ = nullptr;
   std::shared_ptr<const Kernel> kernel_;
+  std::shared_ptr<const Kernel> gemm_;  // batches of 2+ rows; null when the format has none
   // Reference path.
   GgmlType raw_type_ = GgmlType::F32;
   const uint8_t* raw_ = nullptr;
@@ -53,6 +58,11 @@ class MatOp {
   std::vector<int64_t> expert_begin_;  // n_mats + 1 offsets into slot_order_
   int64_t k_used_ = 1;
   bool per_slot_x_ = false;
+  // GEMM path of matmul_id: activation rows in slot_order_ and their outputs.
+  bool gathered_ = false;
+  int64_t x_row_bytes_ = 0;
+  std::vector<uint8_t> xg_;
+  mutable std::vector<float> yg_;
 };
 
 }  // namespace zenmoe

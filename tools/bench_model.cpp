@@ -146,7 +146,7 @@ struct Figures {
   OpTimes profile[2];  // seconds per run by op kind: prefill, decode
 };
 
-Expected<Figures> measure(const Options& o, const gguf::Model& model, BandwidthProbe& probe, int threads,
+Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthProbe& probe, int threads,
                           uint64_t bytes_per_token) {
   Figures f;
   f.threads = threads;
@@ -249,9 +249,9 @@ int bench_model(int argc, char** argv, int first) {
   }
   auto o = parse_options(*args);
   if (!o) return fail(o.error());
-  auto model = gguf::Model::open(o->model);
+  auto model = open_model(o->model);
   if (!model) return fail(model.error());
-  auto stats = compute_stats(*model);
+  auto stats = compute_stats(model->gguf);
   if (!stats) return fail(o->model + ": " + stats.error());
   const uint64_t bytes_per_token = stats->active_bytes;
   auto probe = BandwidthProbe::make(o->bw_bytes, o->isa);

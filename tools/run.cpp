@@ -27,7 +27,7 @@ namespace zenmoe::tools {
 namespace {
 
 const std::vector<FlagSpec> kFlags = {
-    {"model", "m", true, "model file (.gguf; first part of a split model)"},
+    {"model", "m", true, "model file (.gguf, first part of a split model, or a .zplan from zenmoe compile)"},
     {"prompt", "p", true, "prompt text"},
     {"file", "f", true, "read the prompt from this file"},
     {"n-predict", "n", true, "tokens to generate (default 128; -1 = until end of generation)"},
@@ -230,15 +230,15 @@ int cmd_run(int argc, char** argv, int first) {
   }
   auto opts = parse_options(*args);
   if (!opts) return fail(opts.error());
-  auto model = gguf::Model::open(opts->model_path);
+  auto model = open_model(opts->model_path);
   if (!model) return fail(model.error());
-  auto tk = tok::Tokenizer::from_metadata(model->metadata());
+  auto tk = tok::Tokenizer::from_metadata(model->gguf.metadata());
   if (!tk) return fail(tk.error());
   auto prompt = prompt_tokens(*opts, *tk);
   if (!prompt) return fail(prompt.error());
   if (prompt->empty()) return fail("the prompt gives no tokens");
-  const std::string arch = model->metadata().get_string_or("general.architecture", "");
-  const uint64_t n_ctx_train = model->metadata().get_uint_or(arch + ".context_length", 0);
+  const std::string arch = model->gguf.metadata().get_string_or("general.architecture", "");
+  const uint64_t n_ctx_train = model->gguf.metadata().get_uint_or(arch + ".context_length", 0);
   if (!opts->ctx_given && n_ctx_train > 0 && n_ctx_train < static_cast<uint64_t>(opts->n_ctx))
     opts->n_ctx = static_cast<int>(n_ctx_train);
   if (prompt->size() > static_cast<size_t>(opts->n_ctx))
