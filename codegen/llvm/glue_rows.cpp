@@ -145,7 +145,7 @@ void for_rows(Kit& k, const GlueDesc& d, const Args& a,
 void emit_rms_norm(Kit& k, const GlueDesc& d, const Args& a) {
   auto& b = k.b;
   llvm::AllocaInst* acc = k.slot(k.vf64, 1, "sumsq");
-  for_rows(k, d, a, [&](Value* x, Value* y, Value* q, Value* off) {
+  for_rows(k, d, a, [&](Value* x, Value* y, Value* q, Value*) {
     // Squares rounded to f32, summed in double (ref::rms_norm); only the order differs.
     b.CreateStore(llvm::Constant::getNullValue(k.vf64), acc);
     k.vec_loop(k.ci64(d.n), [&](Value* i, Value* m) {
@@ -165,7 +165,6 @@ void emit_rms_norm(Kit& k, const GlueDesc& d, const Args& a) {
           return w ? b.CreateFMul(v, k.load(w, i, m)) : v;
         },
         y, q);
-    (void)off;
   });
 }
 
