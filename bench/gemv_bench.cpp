@@ -58,7 +58,7 @@ void BM_Gemv(benchmark::State& state, const BenchCase& c) {
   const CacheSizes caches = read_cache_sizes();
   auto probe_runner = make_runner(c.req, 16, c.shape.cols);
   if (!probe_runner) return state.SkipWithError(probe_runner.error().c_str());
-  const int64_t bpr = (*probe_runner)->matrix_bytes() / 16;
+  const int64_t bpr = (*probe_runner)->matrix_bytes() / (*probe_runner)->rows();
   probe_runner->reset();
   CasePlan plan = plan_case(c.regime, c.shape.rows, bpr, 16, c.threads, caches,
                             dram_working_set_bytes(caches));
@@ -100,7 +100,8 @@ std::vector<BenchCase> all_cases() {
     reqs.push_back({Family::kJit, f, ""});
     reqs.push_back({Family::kCxxLoop, f, ""});
   }
-  for (const char* t : {"f32", "bf16", "s8"}) reqs.push_back({Family::kOneDnn, t, ""});
+  reqs.push_back({Family::kJitFused, "q4_K", ""});  // same bytes as the q4_K GEMV, as gate/up pairs
+  for (const char* t : {"f32", "bf16", "f16", "s8"}) reqs.push_back({Family::kOneDnn, t, ""});
   std::vector<BenchCase> out;
   for (const auto& req : reqs) {
     // The registered name is the runner's own canonical name (a 16-row instance only asks

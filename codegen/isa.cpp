@@ -92,6 +92,8 @@ const CpuFeatures& host_features() {
 
 bool host_supports(IsaLevel level) { return level_supported(host_features(), level); }
 
+bool supports(const CpuFeatures& f, IsaLevel level) { return level_supported(f, level); }
+
 IsaLevel host_level() {
   IsaLevel best = IsaLevel::kScalar;
   for (int i = 0; i < kIsaLevelCount; ++i) {

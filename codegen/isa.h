@@ -55,6 +55,8 @@ const CpuFeatures& host_features();  // CPUID once, cached
 IsaLevel host_level();               // highest level the host runs (no user cap)
 Tuning host_tuning();                // from vendor / family / model
 bool host_supports(IsaLevel level);
+// Whether a CPU with features `f` runs kernels of `level` (plan files check a recorded CPU).
+bool supports(const CpuFeatures& f, IsaLevel level);
 
 // Zen generation from CPUID vendor, family and model: family 0x19 with AVX-512 → Zen 4,
 // family 0x1A → Zen 5, anything else → generic.

@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/status.h"
 
@@ -17,6 +20,7 @@ class Model;
 struct ExecutorOptions {
   int n_ctx = 4096;   // context limit (positions); eval past it is an error
   int n_threads = 1;  // worker threads (engines may use fewer)
+  bool profile = false;  // accumulate time per op kind (Executor::profile())
 };
 
 class Executor {
@@ -32,6 +36,9 @@ class Executor {
   virtual Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) = 0;
   // Forgets the sequence (n_past() becomes 0).
   virtual void reset() = 0;
+  // Seconds per op kind accumulated over evals when ExecutorOptions::profile was set, largest
+  // first; empty for engines that do not profile.
+  virtual std::vector<std::pair<std::string, double>> profile() const { return {}; }
 };
 
 }  // namespace zenmoe

@@ -1,5 +1,7 @@
 #include "runtime/ref_executor.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -33,6 +35,7 @@ class RefExecutor final : public Executor {
   int n_past() const override { return n_past_; }
   Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) override;
   void reset() override { n_past_ = 0; }
+  std::vector<std::pair<std::string, double>> profile() const override;
 
  private:
   RefExecutor() = default;
@@ -46,7 +49,17 @@ class RefExecutor final : public Executor {
   int tokens_ = -1, positions_ = -1, logits_ = -1;
   int n_vocab_ = 0, n_ctx_ = 0, n_past_ = 0;
   int64_t n_rows_embd_ = 0;
+  bool profile_ = false;
+  std::vector<double> op_seconds_;  // indexed by ir::OpKind when profiling
 };
+
+std::vector<std::pair<std::string, double>> RefExecutor::profile() const {
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t k = 0; k < op_seconds_.size(); ++k)
+    if (op_seconds_[k] > 0) out.emplace_back(ir::op_name(static_cast<ir::OpKind>(k)), op_seconds_[k]);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
+}
 
 Status RefExecutor::bind(const WeightTable& weights) {
   const size_t nv = g_.values.size();
@@ -81,6 +94,7 @@ Expected<std::unique_ptr<Executor>> RefExecutor::create(ir::Graph g, const Weigh
   std::unique_ptr<RefExecutor> ex(new RefExecutor());
   ex->g_ = std::move(g);
   ex->n_ctx_ = opts.n_ctx;
+  ex->profile_ = opts.profile;
   ex->tokens_ = ex->g_.find("tokens");
   ex->positions_ = ex->g_.find("positions");
   if (ex->tokens_ < 0 || ex->positions_ < 0 || ex->g_.outputs.size() != 1)
@@ -134,7 +148,13 @@ Status RefExecutor::eval(std::span<const int32_t> tokens, float* logits, bool al
     out.clear();
     for (int id : n.inputs) in.push_back(&tensors_[static_cast<size_t>(id)]);
     for (int id : n.outputs) out.push_back(&tensors_[static_cast<size_t>(id)]);
+    const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     Status s = refexec::run_node(n, in, out);
+    if (profile_) {
+      const auto k = static_cast<size_t>(n.op);
+      if (op_seconds_.size() <= k) op_seconds_.resize(k + 1, 0.0);
+      op_seconds_[k] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     if (!s) return Error{std::string("eval: ") + ir::op_name(n.op) + ": " + s.message()};
   }
   n_past_ += static_cast<int>(T);

@@ -21,6 +21,9 @@ else
   "$ZM" mkmodel --preset small -o "$DEMO"
 fi
 "$ZM" inspect "$DEMO"
-# Generate from it (random weights: the text is noise; the summary line on stderr gives tok/s).
-"$ZM" run -m "$DEMO" -p "The quick brown fox" -n 32 --seed 1
+# Lower it to a plan (repacked weights for this CPU), then generate from the plan (random
+# weights: the text is noise; the summary line on stderr gives prefill and decode tok/s).
+PLAN=build/demo/small.zplan
+"$ZM" compile "$DEMO" -o "$PLAN" --threads "$(nproc)"
+"$ZM" run -m "$PLAN" -p "The quick brown fox" -n 32 --seed 1 -t "$(nproc)"
 echo

@@ -130,6 +130,35 @@ TEST(BenchCli, EveryFormatAgainstItsBaselines) {
   }
 }
 
+// The fused gate+up kernel streams the same rows as the plain Q4_K GEMV (as gate/up pairs)
+// and is reported next to it.
+TEST(BenchCli, FusedGateUpAgainstPlainGemv) {
+  RunResult r = run_cli("bench kernels --json --formats q4_K,q8_0 --kernels jit,fused --regimes dram,l3 --threads 1,2 "
+                        "--shapes 256x1024 --min-time 0.002 --reps 2 --dram-mib 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  auto target = isa::resolve_target("");
+  ASSERT_TRUE(target);
+  const std::string fused = canonical_name(default_gemv_desc(GgmlType::Q4_K, 256, *target, KernelOp::kGateUpSwiglu));
+  const std::string plain = canonical_name(default_gemv_desc(GgmlType::Q4_K, 256, *target));
+  int n = 0;
+  for (const auto& o : j) {
+    if (o["kernel"] != fused) continue;
+    ++n;
+    EXPECT_EQ(o["format"], "q4_K");
+    EXPECT_EQ(o["measured_rows"], 1024);
+    ASSERT_TRUE(o.contains("fused_vs_plain_gbps")) << o.dump();
+    for (const auto& p : j) {
+      if (p["kernel"] != plain || p["regime"] != o["regime"] || p["threads"] != o["threads"]) continue;
+      EXPECT_NEAR(o["fused_vs_plain_gbps"].get<double>(),
+                  o["weight_gbps"].get<double>() / p["weight_gbps"].get<double>(), 1e-9);
+    }
+  }
+  // Fused exists on AVX-512 and at the scalar level only; 2 regimes x 2 thread counts.
+  const bool has = target->level == isa::IsaLevel::kScalar || target->level >= isa::IsaLevel::kAvx512;
+  EXPECT_EQ(n, has ? 4 : 0) << r.err;
+}
+
 TEST(BenchCli, DumpWritesGeneratedKernels) {
   const std::string dir = ::testing::TempDir() + "bench_dump";
   RunResult r = run_cli("bench kernels --formats q4_K --kernels jit --regimes l2 --threads 1 --shapes 512x48 "

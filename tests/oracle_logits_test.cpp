@@ -1,4 +1,5 @@
-// The reference executor against llama.cpp's own logits (oracle files, CPU backend, F32 KV
+// The reference executor and the fast executor (generated kernels, 1 and 2 threads) against
+// llama.cpp's own logits (oracle files, CPU backend, F32 KV
 // cache), prefill and decode, over all positions of every sequence: top-1 agreement >= 0.95,
 // mean KL(llama.cpp || zenmoe) <= 5e-3 and max KL <= 0.1 (bounds and their reasons:
 // shared/oracle/README.md).
@@ -15,6 +16,9 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/gguf.h"
+#include "codegen/isa.h"
+#include "runtime/compiled_model.h"
+#include "runtime/fast_executor.h"
 #include "runtime/ref_executor.h"
 
 namespace zenmoe {
@@ -88,7 +92,24 @@ void check(const std::string& what, const Figures& f) {
   EXPECT_LE(f.kl_max, 0.1) << what;
 }
 
-void run_model(const std::string& model_name) {
+enum class Engine { Reference, Fast1, Fast2 };
+
+Expected<std::unique_ptr<Executor>> make(const gguf::Model& model, Engine e, const ExecutorOptions& opts) {
+  if (e == Engine::Reference) return make_reference_executor(model, opts);
+  CompileOptions co;
+  co.target = {isa::host_level(), isa::host_tuning()};
+  auto cm = compile_in_memory(model, co);
+  if (!cm) return Error{cm.error()};
+  FastExecutorOptions fo;
+  fo.base = opts;
+  fo.base.n_threads = e == Engine::Fast2 ? 2 : 1;
+  fo.max_batch = 16;  // the oracle sequences are longer: several chunks per prefill
+  auto ex = make_fast_executor(std::make_shared<const CompiledModel>(std::move(*cm)), fo);
+  if (!ex) return Error{ex.error()};
+  return std::unique_ptr<Executor>(std::move(*ex));
+}
+
+void run_model(const std::string& model_name, Engine engine = Engine::Reference) {
   const std::string dir = std::string(ZENMOE_ORACLE_DIR) + "/logits/" + model_name;
   std::ifstream mf(dir + "/manifest.json");
   ASSERT_TRUE(mf.good()) << dir;
@@ -98,7 +119,7 @@ void run_model(const std::string& model_name) {
   ASSERT_TRUE(model.has_value()) << model.error();
   ExecutorOptions opts;
   opts.n_ctx = 512;  // as the oracle run
-  auto ex = make_reference_executor(*model, opts);
+  auto ex = make(*model, engine, opts);
   ASSERT_TRUE(ex.has_value()) << ex.error();
   const int n_vocab = manifest["n_vocab"].get<int>();
   ASSERT_EQ((*ex)->n_vocab(), n_vocab);
@@ -133,6 +154,10 @@ void run_model(const std::string& model_name) {
 
 TEST(OracleLogits, TinyQ4KS) { run_model("tiny-q4ks"); }
 TEST(OracleLogits, TinyF16) { run_model("tiny-f16"); }
+TEST(OracleLogits, FastTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast1); }
+TEST(OracleLogits, FastTinyF16) { run_model("tiny-f16", Engine::Fast1); }
+TEST(OracleLogits, FastTwoThreadsTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast2); }
+TEST(OracleLogits, FastTwoThreadsTinyF16) { run_model("tiny-f16", Engine::Fast2); }
 
 }  // namespace
 }  // namespace zenmoe

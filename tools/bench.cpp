@@ -19,6 +19,7 @@ struct Subcommand {
 constexpr Subcommand kSubcommands[] = {
     {"kernels", bench_kernels, "GEMV kernels and baselines as fractions of the measured read bandwidth"},
     {"bandwidth", bench_bandwidth, "read bandwidth over a buffer much larger than L3, 1..N threads"},
+    {"model", bench_model, "prefill and decode tok/s of a model, and its decode traffic vs read bandwidth"},
 };
 
 void print_usage(FILE* out) {
@@ -65,7 +66,7 @@ int cmd_bench(int argc, char** argv, int first) {
   }
   for (const auto& s : kSubcommands)
     if (!std::strcmp(what, s.name)) return s.fn(argc, argv, first + 1);
-  return fail(std::string("unknown benchmark '") + what + "' (expected kernels or bandwidth)");
+  return fail(std::string("unknown benchmark '") + what + "' (expected kernels, bandwidth or model)");
 }
 
 }  // namespace zenmoe::tools

@@ -14,6 +14,9 @@ Expected<std::unique_ptr<GemvRunner>> make_onednn_runner(const std::string& form
 Expected<std::unique_ptr<GemvRunner>> make_jit_runner(const std::string& format,
                                                        const std::string& isa_cap, int64_t rows,
                                                        int64_t cols);
+Expected<std::unique_ptr<GemvRunner>> make_jit_fused_runner(const std::string& format,
+                                                             const std::string& isa_cap, int64_t rows,
+                                                             int64_t cols);
 
 const std::vector<GemvShape>& standard_shapes() {
   // Kimi-K2 (hidden 7168, expert ffn 2048, dense ffn 18432, vocab 163840) and the `bench`
@@ -67,6 +70,7 @@ Expected<std::unique_ptr<GemvRunner>> make_runner(const RunnerRequest& req, int6
     case Family::kCxxLoop: return make_cxx_loop_runner(req.format, req.isa_cap, rows, cols);
     case Family::kOneDnn: return make_onednn_runner(req.format, rows, cols);
     case Family::kJit: return make_jit_runner(req.format, req.isa_cap, rows, cols);
+    case Family::kJitFused: return make_jit_fused_runner(req.format, req.isa_cap, rows, cols);
   }
   return Error{"unknown kernel family"};
 }

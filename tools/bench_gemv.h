@@ -53,8 +53,10 @@ class GemvRunner {
   virtual void run(int copy, int64_t r0, int64_t r1) = 0;
 };
 
-// Kernel families measured by `zenmoe bench kernels`.
-enum class Family { kJit, kCxxLoop, kOneDnn };
+// Kernel families measured by `zenmoe bench kernels`. kJitFused: the fused expert
+// gate + up + SwiGLU + Q8_K kernel (Q4_K) over the same rows, read as interleaved gate/up
+// pairs (rows / 2 outputs), so it streams the same bytes as the plain GEMV.
+enum class Family { kJit, kCxxLoop, kOneDnn, kJitFused };
 
 // A request for one runner: family + weight format (GGUF formats for jit / cxx, or the
 // oneDNN data types "f32", "bf16", "s8").

@@ -2,6 +2,7 @@
 // would use on this host, weights packed by the production packer, activations quantised
 // by the reference quantiser of the kernel's activation format. Generation and packing
 // happen before anything is timed.
+#include <algorithm>
 #include <cstring>
 
 #include "codegen/isa.h"
@@ -18,14 +19,15 @@ namespace {
 class JitRunner final : public GemvRunner {
  public:
   JitRunner(std::shared_ptr<const Kernel> k, PackLayout layout)
-      : kernel_(std::move(k)), layout_(layout) {}
+      : kernel_(std::move(k)), layout_(layout), fused_(kernel_->desc().op == KernelOp::kGateUpSwiglu) {}
   std::string kernel() const override { return canonical_name(kernel_->desc()); }
   std::string format() const override { return type_name(kernel_->desc().weight); }
   std::string impl() const override { return kernel_->name(); }
   int64_t rows() const override { return layout_.rows; }
   int64_t cols() const override { return layout_.cols; }
   int64_t matrix_bytes() const override { return layout_.total_bytes; }
-  int64_t row_block() const override { return layout_.row_block; }
+  // The fused kernel computes whole Q8_K blocks: 256 outputs = 512 packed rows.
+  int64_t row_block() const override { return fused_ ? 512 : layout_.row_block; }
 
   Status prepare(int copies) override {
     const GgmlType w = kernel_->desc().weight;
@@ -49,6 +51,11 @@ class JitRunner final : public GemvRunner {
     c.y = y_.data();
     c.r0 = r0;
     c.r1 = r1;
+    if (fused_) {  // packed rows [r0, r1) are outputs [r0 / 2, r1 / 2)
+      c.r0 = r0 / 2;
+      c.r1 = r1 / 2;
+      c.q8_out = q8_.data();
+    }
     (*kernel_)(c);
   }
 
@@ -63,6 +70,7 @@ class JitRunner final : public GemvRunner {
     x_.assign(static_cast<size_t>(xb), 0);
     tr->from_float(x.data(), x_.data(), layout_.cols);
     y_.assign(static_cast<size_t>(layout_.rows), 0.0f);
+    if (fused_) q8_.assign(static_cast<size_t>(layout_.rows / 512) * sizeof(BlockQ8_K), 0);
     return Status::ok();
   }
 
@@ -71,26 +79,47 @@ class JitRunner final : public GemvRunner {
   AlignedBuffer buf_;
   std::vector<uint8_t> x_;
   std::vector<float> y_;
+  bool fused_;
+  std::vector<uint8_t> q8_;
 };
 
 }  // namespace
 
-Expected<std::unique_ptr<GemvRunner>> make_jit_runner(const std::string& format,
-                                                       const std::string& isa_cap, int64_t rows,
-                                                       int64_t cols) {
+namespace {
+
+Expected<std::unique_ptr<GemvRunner>> make(const std::string& format, const std::string& isa_cap,
+                                           int64_t rows, int64_t cols, KernelOp op) {
   GgmlType w;
   if (!type_from_name(format.c_str(), &w)) return Error{"unknown format '" + format + "'"};
   if (!pack_supported(w)) return Error{std::string("no generated GEMV kernel for ") + type_name(w) + " yet"};
   auto target = isa::resolve_target(isa_cap);
   if (!target) return Error{target.error()};
   if (cols <= 0 || cols > (int64_t{1} << 20)) return Error{"K out of range: " + std::to_string(cols)};
-  KernelDesc d = default_gemv_desc(w, static_cast<int32_t>(cols), *target);
+  if (op == KernelOp::kGateUpSwiglu && w != GgmlType::Q4_K)
+    return Error{std::string("no fused gate+up+SwiGLU kernel for ") + type_name(w)};
+  if (op == KernelOp::kGateUpSwiglu) rows = std::max<int64_t>(512, rows / 512 * 512);
+  KernelDesc d = default_gemv_desc(w, static_cast<int32_t>(cols), *target, op);
   ZENMOE_RETURN_IF_ERROR(validate(d));
   auto layout = pack_layout(w, d.row_block, rows, cols);
   if (!layout) return Error{layout.error()};
   auto k = global_registry().get(d);  // generated here, once per descriptor
   if (!k) return Error{k.error()};
   return std::unique_ptr<GemvRunner>(new JitRunner(*k, *layout));
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<GemvRunner>> make_jit_runner(const std::string& format,
+                                                       const std::string& isa_cap, int64_t rows,
+                                                       int64_t cols) {
+  return make(format, isa_cap, rows, cols, KernelOp::kGemv);
+}
+
+// Rows are rounded down to a multiple of 512 (whole Q8_K blocks of outputs), at least 512.
+Expected<std::unique_ptr<GemvRunner>> make_jit_fused_runner(const std::string& format,
+                                                             const std::string& isa_cap, int64_t rows,
+                                                             int64_t cols) {
+  return make(format, isa_cap, rows, cols, KernelOp::kGateUpSwiglu);
 }
 
 }  // namespace zenmoe::tools

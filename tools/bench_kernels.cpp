@@ -40,7 +40,7 @@ const std::vector<FlagSpec>& kernels_flags() {
       {"shapes", "", true, "shape names or COLSxROWS, comma separated (default: Kimi-K2 and bench preset)"},
       {"threads", "t", true, "thread counts, rows split across threads (default 1,2)"},
       {"regimes", "", true, "dram, l2, l3 (default all)"},
-      {"kernels", "", true, "families: jit, cxx, onednn (default all)"},
+      {"kernels", "", true, "families: jit, fused (gate+up+SwiGLU, q4_K), cxx, onednn (default all)"},
       {"min-time", "", true, "seconds per measurement over all repetitions (default 0.5)"},
       {"reps", "", true, "repetitions; the median is reported (default 5)"},
       {"dram-mib", "", true, "bytes streamed in the DRAM regime and by the bandwidth probe (default: 4x L3, >= 1024)"},
@@ -73,11 +73,12 @@ Status parse_lists(const Args& a, KernelsConfig& c) {
     if (!rg) return Error{"--regimes: " + rg.error()};
     c.regimes.push_back(*rg);
   }
-  for (const auto& k : split_list(a.get("kernels", "jit,cxx,onednn"))) {
+  for (const auto& k : split_list(a.get("kernels", "jit,fused,cxx,onednn"))) {
     if (k == "jit") c.families.insert(Family::kJit);
+    else if (k == "fused") c.families.insert(Family::kJitFused);
     else if (k == "cxx") c.families.insert(Family::kCxxLoop);
     else if (k == "onednn") c.families.insert(Family::kOneDnn);
-    else return Error{"--kernels: unknown family '" + k + "' (expected jit, cxx or onednn)"};
+    else return Error{"--kernels: unknown family '" + k + "' (expected jit, fused, cxx or onednn)"};
   }
   auto th = parse_thread_list("threads", a.get("threads", "1,2"));
   if (!th) return th.status();
@@ -128,12 +129,13 @@ std::vector<std::string> onednn_types_for(const std::string& format) {
 }
 
 // Every runner request of the configuration, in table order: generated kernels first, then
-// the C++ loops, then the oneDNN baselines of the selected formats.
+// the fused gate+up kernel (q4_K only), the C++ loops, the oneDNN baselines of the formats.
 std::vector<RunnerRequest> requests(const KernelsConfig& c) {
   std::vector<RunnerRequest> out;
-  for (Family fam : {Family::kJit, Family::kCxxLoop}) {
+  for (Family fam : {Family::kJit, Family::kJitFused, Family::kCxxLoop}) {
     if (!c.families.count(fam)) continue;
-    for (const auto& f : c.formats) out.push_back({fam, f, c.isa});
+    for (const auto& f : c.formats)
+      if (fam != Family::kJitFused || f == "q4_K") out.push_back({fam, f, c.isa});
   }
   if (!c.families.count(Family::kOneDnn)) return out;
   std::vector<std::string> types;
@@ -219,7 +221,7 @@ class CaseRunner {
     CaseResult r = measure_case(runner, team, regime, plan.copies, bw_[t], cfg_.opt);
     r.shape = shape.name;
     r.rows = shape.rows;
-    r.measured_rows = plan.rows;
+    r.measured_rows = runner.rows();  // plan.rows, or whole Q8_K blocks for the fused kernel
     done_.push_back({req, r, cfg_.json ? out_.size() : 0});
     if (cfg_.json) {
       nlohmann::json j = to_json(r, runner.matrix_bytes() * plan.copies);
@@ -245,6 +247,15 @@ class CaseRunner {
       for (const auto& t : onednn_types_for(m.req.format))
         if (!base) base = find(Family::kOneDnn, t, m.r);
       const Measured* cxx = m.req.family == Family::kJit ? find(Family::kCxxLoop, m.req.format, m.r) : nullptr;
+      // The fused kernel against the plain GEMV over the same bytes: weight GB/s ratio.
+      const Measured* plain = m.req.family == Family::kJitFused ? find(Family::kJit, m.req.format, m.r) : nullptr;
+      if (plain) {
+        const double x = m.r.weight_gbps / plain->r.weight_gbps;
+        if (cfg_.json) out_[m.json_index]["fused_vs_plain_gbps"] = x;
+        else fused_lines_.push_back(m.r.kernel + " " + m.r.shape + " " + regime_name(m.r.regime) + " " +
+                                    std::to_string(m.r.threads) + "t: " + ratio(x) + " of " + plain->r.kernel);
+        continue;
+      }
       if (!base && !cxx) continue;
       const double x_dnn = base ? m.r.gflops / base->r.gflops : 0, x_cxx = cxx ? m.r.gflops / cxx->r.gflops : 0;
       if (cfg_.json) {
@@ -271,6 +282,8 @@ class CaseRunner {
                   100 * m.r.fraction_of_read_bw, base ? ratio(x_dnn).c_str() : "-",
                   base ? base->r.kernel.c_str() : "-", cxx ? ratio(x_cxx).c_str() : "-");
     }
+    if (!fused_lines_.empty()) std::printf("\nfused gate+up+SwiGLU+Q8_K vs plain GEMV over the same bytes (GB/s ratio)\n");
+    for (const auto& l : fused_lines_) std::printf("%s\n", l.c_str());
   }
 
  private:
@@ -305,6 +318,7 @@ class CaseRunner {
   const KernelsConfig& cfg_;
   BandwidthProbe& probe_;
   std::vector<Measured> done_;
+  std::vector<std::string> fused_lines_;
   nlohmann::json& out_;
   CacheSizes caches_;
   std::map<int, double> bw_;

@@ -1,16 +1,76 @@
 #include "tools/engine.h"
 
+#include <cstring>
+#include <fstream>
+
+#include "runtime/compiled_model.h"
+#include "runtime/fast_executor.h"
+#include "runtime/plan_file.h"
 #include "runtime/ref_executor.h"
 
 namespace zenmoe::tools {
 
+namespace {
+
+bool starts_with_gguf_magic(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+}
+
+Expected<std::unique_ptr<Executor>> fast_engine(CompiledModel cm, const ExecutorOptions& opts) {
+  FastExecutorOptions fo;
+  fo.base = opts;
+  auto ex = make_fast_executor(std::make_shared<const CompiledModel>(std::move(cm)), fo);
+  if (!ex) return Error{ex.error()};
+  return std::unique_ptr<Executor>(std::move(*ex));
+}
+
+}  // namespace
+
 const char* engine_name(Engine e) { return e == Engine::Reference ? "reference" : "best"; }
+
+Expected<OpenedModel> open_model(const std::string& path) {
+  if (starts_with_gguf_magic(path) || path.size() < 6 || path.compare(path.size() - 6, 6, ".zplan") != 0) {
+    auto m = gguf::Model::open(path);
+    if (!m) return Error{m.error()};
+    return OpenedModel{std::move(*m), nullptr};
+  }
+  auto loaded = plan::read_plan(path);
+  if (!loaded) return Error{loaded.error()};
+  auto g = plan::open_plan_gguf(loaded->header, isa::host_features());
+  if (!g) return Error{g.error()};
+  auto shared = std::make_shared<const plan::LoadedPlan>(std::move(*loaded));
+  return OpenedModel{std::move(*g), std::move(shared)};
+}
+
+Expected<std::unique_ptr<Executor>> make_engine(const OpenedModel& model, const ExecutorOptions& opts, Engine which) {
+  if (which == Engine::Reference || model.plan == nullptr) return make_engine(model.gguf, opts, which);
+  auto cm = compiled_from_plan(model.plan, model.gguf);
+  if (!cm) return Error{cm.error()};
+  return fast_engine(std::move(*cm), opts);
+}
 
 Expected<std::unique_ptr<Executor>> make_engine(const gguf::Model& model, const ExecutorOptions& opts,
                                                 Engine which) {
-  // The scalar reference executor is today's only engine, so Best resolves to it as well.
-  (void)which;
-  return make_reference_executor(model, opts);
+  if (which == Engine::Reference) return make_reference_executor(model, opts);
+  auto target = isa::resolve_target("");  // ZENMOE_ISA caps it
+  if (!target) return Error{target.error()};
+  CompileOptions co;
+  co.target = *target;
+  auto cm = compile_in_memory(model, co);
+  if (!cm) return Error{cm.error()};
+  return fast_engine(std::move(*cm), opts);
+}
+
+Expected<isa::Target> compile_target(const std::string& target_flag, const std::string& isa_flag) {
+  auto t = isa::resolve_target(isa_flag);
+  if (!t) return Error{t.error()};
+  if (target_flag.empty() || target_flag == "host") return *t;
+  if (target_flag == "znver5") t->tuning = isa::Tuning::kZen5;
+  else if (target_flag == "znver4") t->tuning = isa::Tuning::kZen4;
+  else return Error{"unknown --target '" + target_flag + "' (znver5, znver4, host)"};
+  return *t;
 }
 
 }  // namespace zenmoe::tools

@@ -1,14 +1,18 @@
-// Picks the forward-pass engine for the front ends (run, logits): the one place where a faster
-// engine will be preferred over the scalar reference once it exists.
+// Picks the forward-pass engine for the front ends (run, logits, bench): the fast executor on
+// generated kernels by default, the scalar reference with --ref. A model path may name a GGUF
+// (compiled in memory) or a plan from `zenmoe compile` (loaded without repacking).
 #pragma once
 
 #include <memory>
+#include <string>
 
+#include "codegen/isa.h"
 #include "kernels/status.h"
 #include "runtime/executor.h"
+#include "runtime/gguf.h"
 
-namespace zenmoe::gguf {
-class Model;
+namespace zenmoe::plan {
+class LoadedPlan;
 }
 
 namespace zenmoe::tools {
@@ -20,8 +24,20 @@ enum class Engine {
 
 const char* engine_name(Engine e);
 
+// A model named on the command line: a GGUF, or a plan and the GGUF it was compiled from
+// (checked: plan version, CPU features, unchanged tensor table).
+struct OpenedModel {
+  gguf::Model gguf;
+  std::shared_ptr<const plan::LoadedPlan> plan;  // null for a GGUF
+};
+Expected<OpenedModel> open_model(const std::string& path);
+
 // The model must outlive the executor.
+Expected<std::unique_ptr<Executor>> make_engine(const OpenedModel& model, const ExecutorOptions& opts, Engine which);
 Expected<std::unique_ptr<Executor>> make_engine(const gguf::Model& model, const ExecutorOptions& opts,
                                                 Engine which);
+
+// The compile target of --target (znver5, znver4, host) capped by --isa / ZENMOE_ISA.
+Expected<isa::Target> compile_target(const std::string& target_flag, const std::string& isa_flag);
 
 }  // namespace zenmoe::tools

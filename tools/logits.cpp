@@ -95,7 +95,7 @@ int cmd_logits(int argc, char** argv, int first) {
   auto threads = args->get_int("threads", 1, 1, 1024);
   if (!threads) return fail(threads.error());
 
-  auto model = gguf::Model::open(args->get("model"));
+  auto model = open_model(args->get("model"));
   if (!model) return fail(model.error());
   ExecutorOptions opts;
   opts.n_ctx = static_cast<int>(*ctx);

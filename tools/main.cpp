@@ -17,6 +17,7 @@ constexpr Command kCommands[] = {
     {"mkmodel", zenmoe::tools::cmd_mkmodel, "write a synthetic deepseek2 GGUF model"},
     {"inspect", zenmoe::tools::cmd_inspect, "show what a GGUF model holds"},
     {"tokenize", zenmoe::tools::cmd_tokenize, "print the token ids of a text (JSON)"},
+    {"compile", zenmoe::tools::cmd_compile, "lower a GGUF model to a plan with repacked weights (.zplan)"},
     {"run", zenmoe::tools::cmd_run, "generate text from a prompt"},
     {"logits", zenmoe::tools::cmd_logits, "write the logits of every position of a token sequence"},
     {"bench", zenmoe::tools::cmd_bench, "measure kernels and memory bandwidth (kernels, bandwidth)"},

@@ -64,6 +64,11 @@ struct Planner {
     add(name, std::move(dims), 0.0f, s);
   }
   void norm(const std::string& name, int64_t n) { add(name, {n}, 1.0f, 0.05f); }
+  // Projections that write into the residual stream are scaled by 1/sqrt(2 * layers) (the
+  // GPT-2 initialisation): a random deep network built with unit gain everywhere is chaotic,
+  // so rounding-level differences between two correct engines would grow into different
+  // logits, which trained models do not do.
+  float residual_gain() const { return 1.0f / std::sqrt(2.0f * static_cast<float>(c.n_layer)); }
 
   void attention(const std::string& p) {
     const int64_t H = c.n_head, D = c.n_embd;
@@ -75,13 +80,13 @@ struct Planner {
     matrix(p + "attn_kv_a_mqa.weight", {D, c.kv_lora + c.qk_rope});
     matrix(p + "attn_k_b.weight", {c.qk_nope, c.kv_lora, H});
     matrix(p + "attn_v_b.weight", {c.kv_lora, c.v_head, H});
-    matrix(p + "attn_output.weight", {H * c.v_head, D});
+    matrix(p + "attn_output.weight", {H * c.v_head, D}, residual_gain());
     norm(p + "ffn_norm.weight", D);
   }
   void dense_ffn(const std::string& p) {
     matrix(p + "ffn_gate.weight", {c.n_embd, c.n_ff});
     matrix(p + "ffn_up.weight", {c.n_embd, c.n_ff});
-    matrix(p + "ffn_down.weight", {c.n_ff, c.n_embd});
+    matrix(p + "ffn_down.weight", {c.n_ff, c.n_embd}, residual_gain());
   }
   void moe_ffn(const std::string& p) {
     const int64_t D = c.n_embd, Fe = c.n_ff_exp, E = c.n_expert, Fs = c.n_ff_exp * c.n_expert_shared;
@@ -89,10 +94,10 @@ struct Planner {
     add(p + "exp_probs_b.bias", {E}, 0.0f, 0.05f);
     matrix(p + "ffn_gate_exps.weight", {D, Fe, E});
     matrix(p + "ffn_up_exps.weight", {D, Fe, E});
-    matrix(p + "ffn_down_exps.weight", {Fe, D, E});
+    matrix(p + "ffn_down_exps.weight", {Fe, D, E}, residual_gain());
     matrix(p + "ffn_gate_shexp.weight", {D, Fs});
     matrix(p + "ffn_up_shexp.weight", {D, Fs});
-    matrix(p + "ffn_down_shexp.weight", {Fs, D});
+    matrix(p + "ffn_down_shexp.weight", {Fs, D}, residual_gain());
   }
 };
 

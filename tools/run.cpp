@@ -20,13 +20,14 @@
 #include "runtime/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
+#include "runtime/fast_executor.h"
 #include "tools/engine.h"
 
 namespace zenmoe::tools {
 namespace {
 
 const std::vector<FlagSpec> kFlags = {
-    {"model", "m", true, "model file (.gguf; first part of a split model)"},
+    {"model", "m", true, "model file (.gguf, first part of a split model, or a .zplan from zenmoe compile)"},
     {"prompt", "p", true, "prompt text"},
     {"file", "f", true, "read the prompt from this file"},
     {"n-predict", "n", true, "tokens to generate (default 128; -1 = until end of generation)"},
@@ -43,8 +44,21 @@ const std::vector<FlagSpec> kFlags = {
     {"system-prompt", "sys", true, "system message for --chat"},
     {"ignore-eos", "", false, "keep generating past end-of-generation tokens"},
     {"ref", "", false, "force the scalar reference executor"},
+    {"profile", "", false, "print the time spent per op kind"},
+    {"verbose", "v", false, "print which kernel runs each weight and where threads run"},
     {"help", "h", false, "show this help"},
 };
+
+// The dispatch log of the fast executor (one line per weight) on stderr.
+void print_dispatch(const Executor& ex) {
+  const auto* fast = dynamic_cast<const FastExecutor*>(&ex);
+  if (fast == nullptr) {
+    std::fprintf(stderr, "engine: reference executor (scalar)\n");
+    return;
+  }
+  std::fprintf(stderr, "engine: fast executor, threads %s\n", fast->placement().c_str());
+  for (const std::string& line : fast->dispatch_log()) std::fprintf(stderr, "  %s\n", line.c_str());
+}
 
 struct RunOptions {
   std::string model_path;
@@ -57,6 +71,8 @@ struct RunOptions {
   std::string system_prompt;
   bool ignore_eos = false;
   bool force_ref = false;
+  bool profile = false;
+  bool verbose = false;
   SamplerParams sampling;
 };
 
@@ -121,6 +137,8 @@ Expected<RunOptions> parse_options(const Args& a) {
   if (a.has("system-prompt") && !o.chat) return Error{"--system-prompt needs --chat"};
   o.ignore_eos = a.has("ignore-eos");
   o.force_ref = a.has("ref");
+  o.profile = a.has("profile");
+  o.verbose = a.has("verbose");
   ZENMOE_RETURN_IF_ERROR(parse_sampling(a, &o.sampling));
   return o;
 }
@@ -212,15 +230,15 @@ int cmd_run(int argc, char** argv, int first) {
   }
   auto opts = parse_options(*args);
   if (!opts) return fail(opts.error());
-  auto model = gguf::Model::open(opts->model_path);
+  auto model = open_model(opts->model_path);
   if (!model) return fail(model.error());
-  auto tk = tok::Tokenizer::from_metadata(model->metadata());
+  auto tk = tok::Tokenizer::from_metadata(model->gguf.metadata());
   if (!tk) return fail(tk.error());
   auto prompt = prompt_tokens(*opts, *tk);
   if (!prompt) return fail(prompt.error());
   if (prompt->empty()) return fail("the prompt gives no tokens");
-  const std::string arch = model->metadata().get_string_or("general.architecture", "");
-  const uint64_t n_ctx_train = model->metadata().get_uint_or(arch + ".context_length", 0);
+  const std::string arch = model->gguf.metadata().get_string_or("general.architecture", "");
+  const uint64_t n_ctx_train = model->gguf.metadata().get_uint_or(arch + ".context_length", 0);
   if (!opts->ctx_given && n_ctx_train > 0 && n_ctx_train < static_cast<uint64_t>(opts->n_ctx))
     opts->n_ctx = static_cast<int>(n_ctx_train);
   if (prompt->size() > static_cast<size_t>(opts->n_ctx))
@@ -229,8 +247,10 @@ int cmd_run(int argc, char** argv, int first) {
   ExecutorOptions eo;
   eo.n_ctx = opts->n_ctx;
   eo.n_threads = opts->n_threads;
+  eo.profile = opts->profile;
   auto ex = make_engine(*model, eo, opts->force_ref ? Engine::Reference : Engine::Best);
   if (!ex) return fail(ex.error());
+  if (opts->verbose) print_dispatch(**ex);
   for (int32_t t : *prompt)
     if (t < 0 || t >= (*ex)->n_vocab())
       return fail("prompt token " + std::to_string(t) + " is outside the model's vocabulary of " +
@@ -247,6 +267,7 @@ int cmd_run(int argc, char** argv, int first) {
                static_cast<long long>(st->generated),
                rate(static_cast<double>(st->decode_evals), st->decode_s).c_str(),
                st->context_full ? " (context full)" : "");
+  for (const auto& [op, secs] : (*ex)->profile()) std::fprintf(stderr, "  %-14s %9.3f s\n", op.c_str(), secs);
   return 0;
 }
 

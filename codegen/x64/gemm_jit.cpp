@@ -1,5 +1,6 @@
 #include "codegen/x64/gemm_jit.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "codegen/x64/generators.h"
@@ -8,10 +9,18 @@ namespace zenmoe::x64 {
 
 using namespace Xbyak;
 
-JitGemmBase::JitGemmBase(const KernelDesc& d, int tokens, int64_t scratch, int64_t tbuf)
+namespace {
+// Stack budget for the prepared activations of a token block (at least one tile is always
+// prepared; kGemmMaxCols bounds a tile), and the most tiles a token block holds.
+constexpr int64_t kScratchBudget = 512 * 1024;
+constexpr int kMaxTiles = 4;
+}  // namespace
+
+JitGemmBase::JitGemmBase(const KernelDesc& d, int tokens, int64_t tile_scratch, int64_t tbuf, int block_groups)
     : JitKernelBase(512 * 1024), d_(d), N_(tokens), R_(d.row_block),
-      acc_(d.op == KernelOp::kGemmAccumulate), scratch_((scratch + 63) / 64 * 64),
-      tbuf_((tbuf + 63) / 64 * 64) {}
+      acc_(d.op == KernelOp::kGemmAccumulate), tile_bytes_((tile_scratch + 63) / 64 * 64),
+      tiles_(static_cast<int>(std::clamp<int64_t>(kScratchBudget / tile_bytes_, 1, kMaxTiles))),
+      block_groups_(block_groups), scratch_(tiles_ * tile_bytes_), tbuf_((tbuf + 63) / 64 * 64) {}
 
 void JitGemmBase::run(const GemvCall& c) const {
   // A GEMV call through a GEMM kernel is the GEMM of one token.
@@ -32,9 +41,26 @@ Status JitGemmBase::seal_gemm() {
   return Status::ok();
 }
 
+void JitGemmBase::select_tile(int i, const Label& none) {
+  mov(rax, slot_tb0());
+  add(rax, i * N_);
+  mov(rcx, qword[rArgs + kGN]);
+  sub(rcx, rax);
+  jle(none, T_NEAR);
+  mov(slot_t0(), rax);
+  // m = min(N, n - t0): the last tile may be partial.
+  mov(edx, N_);
+  cmp(rcx, rdx);
+  cmovg(rcx, rdx);
+  mov(slot_m(), rcx);
+  lea(rax, ptr[rsp + i * tile_bytes_]);
+  mov(slot_act(), rax);
+}
+
 void JitGemmBase::emit() {
-  enter_frame(scratch_ + tbuf_ + 64);
-  Label tile, next, done;
+  enter_frame(scratch_ + tbuf_ + 128);
+  Label blocks, prepared, row_blocks, dispatch, done;
+  std::vector<Label> bodies(static_cast<size_t>(N_) + 1), after(static_cast<size_t>(tiles_) + 1);
   mov(rax, qword[rArgs + kGR0]);
   cmp(rax, qword[rArgs + kGR1]);
   jge(done, T_NEAR);
@@ -42,36 +68,55 @@ void JitGemmBase::emit() {
   jle(done, T_NEAR);
   group_bounds(rArgs, R_, rGroup, rGroupEnd);
   mov(slot_g0(), rGroup);
-  mov(qword[rsp + scratch_ + tbuf_], 0);
-  L(tile);
-  // m = min(N, n - t0): the last tile may be partial.
-  mov(rax, qword[rArgs + kGN]);
-  sub(rax, slot_t0());
-  mov(ecx, N_);
-  cmp(rax, rcx);
-  cmovg(rax, rcx);
-  mov(slot_m(), rax);
-  prep();
-  std::vector<Label> bodies(static_cast<size_t>(N_) + 1);
+  mov(slot_tb0(), 0);
+  L(blocks);
+  for (int i = 0; i < tiles_; ++i) {
+    select_tile(i, prepared);
+    prep();
+  }
+  L(prepared);
+  mov(rax, slot_g0());
+  mov(slot_rb(), rax);
+  L(row_blocks);
+  mov(rax, slot_rb());
+  add(rax, block_groups_);
+  cmp(rax, rGroupEnd);
+  cmova(rax, rGroupEnd);
+  mov(slot_rb_end(), rax);
+  Label rb_done;
+  for (int i = 0; i < tiles_; ++i) {
+    select_tile(i, rb_done);
+    lea(rax, ptr[rip + after[static_cast<size_t>(i)]]);
+    mov(slot_ret(), rax);
+    jmp(dispatch, T_NEAR);
+    L(after[static_cast<size_t>(i)]);
+  }
+  L(rb_done);
+  mov(rax, slot_rb_end());
+  mov(slot_rb(), rax);
+  cmp(rax, rGroupEnd);
+  jb(row_blocks, T_NEAR);
+  mov(rax, slot_tb0());
+  add(rax, tiles_ * N_);
+  mov(slot_tb0(), rax);
+  cmp(rax, qword[rArgs + kGN]);
+  jl(blocks, T_NEAR);
+  L(done);
+  leave_frame();
+  // The tile bodies, one per token count, entered from `dispatch` and returning through the
+  // address in slot_ret.
+  L(dispatch);
   mov(rax, slot_m());
+  mov(rGroup, slot_rb());
   for (int m = 1; m < N_; ++m) {
     cmp(rax, m);
     je(bodies[static_cast<size_t>(m)], T_NEAR);
   }
   for (int m = N_; m >= 1; --m) {
     L(bodies[static_cast<size_t>(m)]);
-    mov(rGroup, slot_g0());
     body(m);
-    jmp(next, T_NEAR);
+    jmp(ptr[rsp + scratch_ + tbuf_ + 56]);
   }
-  L(next);
-  mov(rax, slot_t0());
-  add(rax, N_);
-  mov(slot_t0(), rax);
-  cmp(rax, qword[rArgs + kGN]);
-  jl(tile, T_NEAR);
-  L(done);
-  leave_frame();
 }
 
 void JitGemmBase::tile_x(const Reg64& dst) {

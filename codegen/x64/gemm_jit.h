@@ -14,9 +14,9 @@ namespace zenmoe::x64 {
 
 class JitGemmBase : public JitKernelBase {
  public:
-  // tokens: the tile size N; row_block: rows per packed group; scratch: bytes of stack the
-  // format's preparation needs at rsp; tbuf: bytes of stack for per-token row results.
-  JitGemmBase(const KernelDesc& d, int tokens, int64_t scratch, int64_t tbuf);
+  // tokens: the tile size N; tile_scratch: stack bytes the format's preparation of one tile
+  // needs; tbuf: stack bytes for per-token row results; block_groups: row groups per row block.
+  JitGemmBase(const KernelDesc& d, int tokens, int64_t tile_scratch, int64_t tbuf, int block_groups);
   void run(const GemvCall& c) const override;
   void run_gemm(const GemmCall& c) const override { gfn_(&c); }
   Status seal_gemm();
@@ -26,16 +26,25 @@ class JitGemmBase : public JitKernelBase {
                        kGYStride = 56, kGAlpha = 64;
   const Xbyak::Reg64 rArgs = Xbyak::util::rdi, rGroup = Xbyak::util::rbx, rGroupEnd = Xbyak::util::r12;
 
-  // Emits the whole kernel around prep() and body(m).
+  // Emits the whole kernel around prep() and body(m). Loop order: token blocks of up to
+  // tiles_ tiles (all prepared first, as much as fits a stack budget), then row blocks of
+  // block_groups groups, then the block's tiles: a row block's weights are reused by every
+  // tile of the token block from L1/L2 instead of being streamed again per tile.
   void emit();
-  virtual void prep() = 0;      // tile of slot_m() tokens starting at slot_t0(): fill scratch
-  virtual void body(int m) = 0;  // every row group in [slot_g0(), rGroupEnd) for m tokens
+  // Tile of slot_m() tokens starting at slot_t0(): fill the scratch at slot_act().
+  virtual void prep() = 0;
+  // Row groups [slot_rb(), slot_rb_end()) (rGroup = slot_rb() on entry) for the m tokens of
+  // the tile at slot_t0() whose scratch is at slot_act().
+  virtual void body(int m) = 0;
 
   Xbyak::Address slot_t0() { return qword[rsp + scratch_ + tbuf_]; }
   Xbyak::Address slot_m() { return qword[rsp + scratch_ + tbuf_ + 8]; }
   Xbyak::Address slot_g0() { return qword[rsp + scratch_ + tbuf_ + 16]; }
-  // Free 8-byte slots for the format's loop state, i = 0 .. 4.
-  Xbyak::Address slot(int i) { return qword[rsp + scratch_ + tbuf_ + 24 + 8 * i]; }
+  Xbyak::Address slot_act() { return qword[rsp + scratch_ + tbuf_ + 24]; }
+  Xbyak::Address slot_rb() { return qword[rsp + scratch_ + tbuf_ + 32]; }
+  Xbyak::Address slot_rb_end() { return qword[rsp + scratch_ + tbuf_ + 40]; }
+  // Free 8-byte slots for the format's loop state, i = 0 .. 3.
+  Xbyak::Address slot(int i) { return qword[rsp + scratch_ + tbuf_ + 80 + 8 * i]; }
   int64_t tbuf_offset() const { return scratch_; }
 
   // Loads x_t0 (the tile's first activation row) into `dst`.
@@ -56,6 +65,14 @@ class JitGemmBase : public JitKernelBase {
   bool acc_;
 
  private:
+  Xbyak::Address slot_tb0() { return qword[rsp + scratch_ + tbuf_ + 48]; }
+  Xbyak::Address slot_ret() { return qword[rsp + scratch_ + tbuf_ + 56]; }
+  // Sets slot_t0, slot_m and slot_act for tile i of the token block; jumps to `none` when
+  // the tile has no tokens.
+  void select_tile(int i, const Xbyak::Label& none);
+
+  int64_t tile_bytes_;
+  int tiles_, block_groups_;
   int64_t scratch_, tbuf_;
   GemmFn gfn_ = nullptr;
 };

@@ -45,8 +45,9 @@ const PrepIndex kPrepIndex;
 class GemmQ4K : public JitGemmBase {
  public:
   explicit GemmQ4K(const KernelDesc& d)
-      : JitGemmBase(d, kTokens, int64_t{d.cols / 256} * kTokens * kActBytes + kAccBuf, int64_t{kTokens} * d.row_block * 4),
-        S_(d.cols / 256), P_(d.row_block / 2), GB_(kBlockRows / d.row_block > 0 ? kBlockRows / d.row_block : 1),
+      : JitGemmBase(d, kTokens, int64_t{d.cols / 256} * kTokens * kActBytes + kAccBuf, int64_t{kTokens} * d.row_block * 4,
+                    kBlockRows / d.row_block > 0 ? kBlockRows / d.row_block : 1),
+        S_(d.cols / 256), P_(d.row_block / 2),
         chunks_((S_ + kChunk - 1) / kChunk), last_(S_ - (chunks_ - 1) * kChunk) {}
   void generate() { emit(); }
 
@@ -60,10 +61,8 @@ class GemmQ4K : public JitGemmBase {
 
   int64_t group_stride() const { return (int64_t{S_} * R_ * 148 + 63) / 64 * 64; }
   int64_t acc_offset() const { return int64_t{S_} * kTokens * kActBytes; }
-  // Loop state slots: first group of the row block, its end, the K chunk.
-  Address slot_blk() { return slot(0); }
-  Address slot_blk_end() { return slot(1); }
-  Address slot_kc() { return slot(2); }
+  // Loop state slot: the K chunk.
+  Address slot_kc() { return slot(0); }
   void prep() override;
   void body(int m) override;
   void group(int m);
@@ -71,7 +70,7 @@ class GemmQ4K : public JitGemmBase {
   void pair_step(int p, int m);
   void reduce(int p, int m);
 
-  int S_, P_, GB_, chunks_, last_;
+  int S_, P_, chunks_, last_;
 };
 
 void GemmQ4K::prep() {
@@ -81,7 +80,7 @@ void GemmQ4K::prep() {
   kmovw(k1, eax);
   mov(rdx, reinterpret_cast<uintptr_t>(&kPrepIndex.idx[0][0]));
   tile_x(r11);
-  mov(rPa, rsp);
+  mov(rPa, slot_act());
   mov(r9, slot_m());
   Label tok, sb;
   L(tok);
@@ -117,33 +116,24 @@ void GemmQ4K::prep() {
   jnz(tok, T_NEAR);
 }
 
-// Row blocks of GB groups; per block, K chunks; per chunk, every group and pair of the block.
+// The row block in K chunks; per chunk, every group and pair of the block.
 void GemmQ4K::body(int m) {
   mov(eax, 0x0F0F0F0F);
   vpbroadcastd(zM0F, eax);
-  Label blocks, chunks, groups;
-  L(blocks);
-  mov(slot_blk(), rGroup);
-  lea(rax, ptr[rGroup + GB_]);
-  cmp(rax, rGroupEnd);
-  cmova(rax, rGroupEnd);
-  mov(slot_blk_end(), rax);
+  Label chunks, groups;
   mov(slot_kc(), 0);
   L(chunks);
-  mov(rGroup, slot_blk());
+  mov(rGroup, slot_rb());
   L(groups);
   group(m);
   inc(rGroup);
-  cmp(rGroup, slot_blk_end());
+  cmp(rGroup, slot_rb_end());
   jb(groups, T_NEAR);
   mov(rax, slot_kc());
   inc(rax);
   mov(slot_kc(), rax);
   cmp(rax, chunks_);
   jb(chunks, T_NEAR);
-  mov(rGroup, slot_blk_end());
-  cmp(rGroup, rGroupEnd);
-  jb(blocks, T_NEAR);
 }
 
 // One group in the current K chunk; after the last chunk, its rows are written.
@@ -161,7 +151,7 @@ void GemmQ4K::pair(int p, int m, const Label&, const Label&) {
   Label not_first, loaded, not_last, stored;
   // rAcc = the pair's accumulators in the block buffer.
   mov(rAcc, rGroup);
-  sub(rAcc, slot_blk());
+  sub(rAcc, slot_rb());
   imul(rAcc, rAcc, P_ * kTokens * 64);
   lea(rAcc, ptr[rsp + rAcc + acc_offset() + p * kTokens * 64]);
   // Chunk pointers: codes, scales, d of the group, activations of the tile.
@@ -176,7 +166,8 @@ void GemmQ4K::pair(int p, int m, const Label&, const Label&) {
   imul(rcx, rax, kChunk * R_ * 128);
   add(rPc, rcx);
   imul(rcx, rax, kChunk * kTokens * kActBytes);
-  lea(rPa, ptr[rsp + rcx]);
+  mov(rPa, slot_act());
+  add(rPa, rcx);
   mov(rCnt, kChunk);
   cmp(rax, chunks_ - 1);
   jne(not_last, T_NEAR);

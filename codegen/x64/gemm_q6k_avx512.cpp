@@ -20,13 +20,17 @@ namespace {
 
 using namespace Xbyak;
 
+// Row groups of 16 per row block: the block's weights are reused by every tile of a token
+// block (kernels/x64/gemm_jit.h).
+constexpr int kBlockGroups = 2;
+
 constexpr int kTokens = 8, kQ8KBytes = 292, kQ8KBsums = 260;
 constexpr int kActBytes = 384, kActBias = 256, kActD = 320;  // per super-block and token
 
 class GemmQ6K : public JitGemmBase {
  public:
   explicit GemmQ6K(const KernelDesc& d)
-      : JitGemmBase(d, kTokens, int64_t{d.cols / 256} * kTokens * kActBytes, 0), S_(d.cols / 256) {}
+      : JitGemmBase(d, kTokens, int64_t{d.cols / 256} * kTokens * kActBytes, 0, kBlockGroups), S_(d.cols / 256) {}
   void generate() { emit(); }
 
  private:
@@ -47,7 +51,7 @@ class GemmQ6K : public JitGemmBase {
 
 void GemmQ6K::prep() {
   tile_x(r11);
-  mov(rPa, rsp);
+  mov(rPa, slot_act());
   mov(r9, slot_m());
   vpxord(zmm7, zmm7, zmm7);
   Label tok, blk;
@@ -89,7 +93,7 @@ void GemmQ6K::body(int m) {
   lea(rPhi, ptr[rPlo + S_ * 2048]);
   lea(rPsc, ptr[rPlo + S_ * 3072]);
   lea(rPd, ptr[rPlo + S_ * 3328]);
-  mov(rPa, rsp);
+  mov(rPa, slot_act());
   for (int t = 0; t < m; ++t) vpxord(acc(t), acc(t), acc(t));
   mov(rCnt, S_);
   L(sbl);
@@ -105,7 +109,7 @@ void GemmQ6K::body(int m) {
   for (int t = 0; t < kTokens; ++t) accs[t] = acc(t);
   store_lanes(m, accs, zT);
   inc(rGroup);
-  cmp(rGroup, rGroupEnd);
+  cmp(rGroup, slot_rb_end());
   jb(groups, T_NEAR);
 }
 

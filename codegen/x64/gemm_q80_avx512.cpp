@@ -19,12 +19,16 @@ namespace {
 
 using namespace Xbyak;
 
+// Row groups of 16 per row block: the block's weights are reused by every tile of a token
+// block (kernels/x64/gemm_jit.h).
+constexpr int kBlockGroups = 2;
+
 constexpr int kTokens = 10, kActBytes = 48, kActBias = 32, kActD = 36, kQ80Bytes = 34;
 
 class GemmQ80 : public JitGemmBase {
  public:
   explicit GemmQ80(const KernelDesc& d)
-      : JitGemmBase(d, kTokens, int64_t{d.cols / 32} * kTokens * kActBytes, 0), nb_(d.cols / 32) {}
+      : JitGemmBase(d, kTokens, int64_t{d.cols / 32} * kTokens * kActBytes, 0, kBlockGroups), nb_(d.cols / 32) {}
   void generate() { emit(); }
 
  private:
@@ -48,7 +52,7 @@ void GemmQ80::prep() {
   vpbroadcastd(ymm2, ecx);
   vpxord(ymm3, ymm3, ymm3);
   tile_x(r11);
-  mov(rPa, rsp);
+  mov(rPa, slot_act());
   mov(r9, slot_m());
   Label tok, blk;
   L(tok);
@@ -91,7 +95,7 @@ void GemmQ80::body(int m) {
   imul(rPc, rPc, static_cast<int>(group_stride()));
   add(rPc, qword[rArgs + 0]);
   lea(rPd, ptr[rPc + nb_ * 512]);
-  mov(rPa, rsp);
+  mov(rPa, slot_act());
   for (int t = 0; t < m; ++t) vpxord(acc(t), acc(t), acc(t));
   mov(rCnt, nb_);
   L(blk);
@@ -105,7 +109,7 @@ void GemmQ80::body(int m) {
   for (int t = 0; t < kTokens; ++t) accs[t] = acc(t);
   store_lanes(m, accs, zT);
   inc(rGroup);
-  cmp(rGroup, rGroupEnd);
+  cmp(rGroup, slot_rb_end());
   jb(groups, T_NEAR);
 }
 

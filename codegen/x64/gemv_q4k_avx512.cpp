@@ -13,6 +13,7 @@
 
 #include "codegen/x64/generators.h"
 #include "codegen/x64/jit_base.h"
+#include "codegen/x64/swiglu_q8k.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -141,15 +142,12 @@ void GemvQ4KAvx512::generate_gate_up() {
   inc(rGroup);
   cmp(rGroup, rGroupEnd);
   jb(groups, T_NEAR);
-  // swiglu_quantize_q8k(H, q8_out + block * sizeof(BlockQ8_K)); rsp is 64-byte aligned.
-  mov(rsi, qword[rsp + slot + 8]);
-  imul(rsi, rsi, kQ8KBytes);
-  add(rsi, qword[rArgs + kArgQ8Out]);
-  lea(rdi, ptr[rsp + hbuf]);
-  mov(rax, reinterpret_cast<uintptr_t>(&swiglu_quantize_q8k));
-  vzeroupper();
-  call(rax);
-  mov(rArgs, qword[rsp + slot]);
+  // Epilogue over H into q8_out + block * sizeof(BlockQ8_K), generated inline.
+  mov(rW, qword[rsp + slot + 8]);
+  imul(rW, rW, kQ8KBytes);
+  add(rW, qword[rArgs + kArgQ8Out]);
+  lea(rPw, ptr[rsp + hbuf]);
+  emit_swiglu_quantize_q8k(*this, rPw, rW);
   mov(rax, qword[rsp + slot + 8]);
   inc(rax);
   mov(qword[rsp + slot + 8], rax);

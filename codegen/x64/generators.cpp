@@ -1,4 +1,5 @@
 #include "codegen/x64/generators.h"
+#include "codegen/x64/swiglu_q8k.h"
 
 #include <xbyak/xbyak.h>
 
@@ -14,6 +15,8 @@ Expected<std::unique_ptr<KernelCode>> generate_gemv_q4k_avx2(const KernelDesc& d
 Expected<std::unique_ptr<KernelCode>> generate_gemv_rows16_avx512(const KernelDesc& d);
 Expected<std::unique_ptr<KernelCode>> generate_gemv_q6k_avx512(const KernelDesc& d);
 Expected<std::unique_ptr<KernelCode>> generate_gemv_q5k_avx512(const KernelDesc& d);
+Expected<std::unique_ptr<KernelCode>> generate_gemv_q80_avx2(const KernelDesc& d);
+Expected<std::unique_ptr<KernelCode>> generate_gemv_q6k_avx2(const KernelDesc& d);
 
 namespace {
 
@@ -25,9 +28,12 @@ Expected<std::unique_ptr<KernelCode>> dispatch(const KernelDesc& d) {
   if (d.weight == GgmlType::Q4_K && d.isa == isa::IsaLevel::kAvx2) return generate_gemv_q4k_avx2(d);
   if (d.weight == GgmlType::Q6_K && d.isa >= isa::IsaLevel::kAvx512Vnni) return generate_gemv_q6k_avx512(d);
   if (d.weight == GgmlType::Q5_K && d.isa >= isa::IsaLevel::kAvx512Vnni) return generate_gemv_q5k_avx512(d);
+  // AVX-512 without VNNI runs the AVX2 Q6_K and Q8_0 kernels (vpmaddubsw at either width).
+  if (d.weight == GgmlType::Q6_K && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q6k_avx2(d);
+  if (d.weight == GgmlType::Q8_0 && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q80_avx2(d);
   const bool int8 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0;
   const bool plain = d.weight == GgmlType::F32 || d.weight == GgmlType::F16 || d.weight == GgmlType::BF16;
-  // The int8 formats need vpdpbusd: their biased codes would saturate vpmaddubsw.
+  // Q4_0 (and Q8_0 from VNNI up) use vpdpbusd on biased codes, which would saturate vpmaddubsw.
   if ((int8 && d.isa >= isa::IsaLevel::kAvx512Vnni) || (plain && avx512)) return generate_gemv_rows16_avx512(d);
   return Error{canonical_name(d) + ": no xbyak generator for this format and ISA level"};
 }
@@ -35,20 +41,16 @@ Expected<std::unique_ptr<KernelCode>> dispatch(const KernelDesc& d) {
 }  // namespace
 
 void swiglu_quantize_q8k(const float* gu, void* q8k_block) {
-  float gate[256], up[256];
-  for (int r = 0; r < 256; ++r) {
-    gate[r] = gu[2 * r];
-    up[r] = gu[2 * r + 1];
-  }
-  ref::swiglu(gate, up, gate, 256);
-  ref::quantize_row(GgmlType::Q8_K, gate, q8k_block, 256);
+  float h[256];
+  for (int r = 0; r < 256; ++r) h[r] = swiglu_approx(gu[2 * r], gu[2 * r + 1]);
+  ref::quantize_row(GgmlType::Q8_K, h, q8k_block, 256);
 }
 
 std::vector<isa::IsaLevel> generated_levels(GgmlType weight) {
   using isa::IsaLevel;
   if (weight == GgmlType::Q4_K) return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
-  if (weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0 || weight == GgmlType::Q5_K || weight == GgmlType::Q6_K)
-    return {IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
+  if (weight == GgmlType::Q8_0 || weight == GgmlType::Q6_K) return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
+  if (weight == GgmlType::Q4_0 || weight == GgmlType::Q5_K) return {IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
   if (weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16)
     return {IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
   return {};

@@ -14,8 +14,8 @@ Expected<std::unique_ptr<KernelCode>> generate_gemv(const KernelDesc& d);
 
 // Epilogue of the fused gate+up kernels, called from generated code once per 256 outputs:
 // `gu` holds gate/up dot products interleaved (gate r at 2r, up r at 2r+1, r = 0..255);
-// writes h = silu(gate) * up quantised to one BlockQ8_K, with the reference SwiGLU and Q8_K
-// quantiser (spec §2.9), so the result is bit-exact given the dot products.
+// writes h = swiglu_approx(gate, up) (swiglu_q8k.h) quantised to one BlockQ8_K with the
+// reference Q8_K quantiser (spec §2.9): the scalar model of the generated epilogue, bit for bit.
 void swiglu_quantize_q8k(const float* gu, void* q8k_block);
 
 // ISA levels (above scalar) that have a generator for this weight format.

@@ -1,0 +1,177 @@
+#include "runtime/compiled_model.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "codegen/kernel_desc.h"
+#include "codegen/registry.h"
+#include "ir/parser.h"
+#include "ir/pipeline.h"
+#include "kernels/ref/fp16.h"
+#include "runtime/gguf.h"
+#include "runtime/plan_file.h"
+#include "runtime/ref_executor_model.h"
+
+namespace zenmoe {
+
+namespace {
+
+// Q5_0 codes are 5-bit integers −16..15 with one f16 scale per 32 weights; Q8_0 holds the same
+// integers and scale exactly, and both dot with Q8_0 activations, so Q5_0 weights run on the
+// Q8_0 kernels with identical integer sums.
+GgmlType packed_format(GgmlType t) { return t == GgmlType::Q5_0 ? GgmlType::Q8_0 : t; }
+
+void transcode_q5_0_row(const BlockQ5_0* src, BlockQ8_0* dst, int64_t n_blocks) {
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    uint32_t qh;
+    std::memcpy(&qh, src[b].qh, sizeof(qh));
+    dst[b].d = src[b].d;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int hi0 = static_cast<int>((qh >> j) & 1u) << 4;
+      const int hi1 = static_cast<int>((qh >> (j + 16)) & 1u) << 4;
+      dst[b].qs[j] = static_cast<int8_t>(((src[b].qs[j] & 0x0F) | hi0) - 16);
+      dst[b].qs[j + kQK / 2] = static_cast<int8_t>(((src[b].qs[j] >> 4) | hi1) - 16);
+    }
+  }
+}
+
+// The ISA level whose kernel runs `format`: the highest implemented one not above the target.
+isa::IsaLevel level_for(GgmlType format, isa::IsaLevel target) {
+  isa::IsaLevel best = isa::IsaLevel::kScalar;
+  for (isa::IsaLevel l : implemented_levels(format))
+    if (l <= target && l > best) best = l;
+  return best;
+}
+
+}  // namespace
+
+std::vector<PackRequest> pack_requests(const ir::Graph& g, isa::Target target) {
+  std::vector<PackRequest> out;
+  std::set<int> seen;
+  for (const ir::Node& n : g.nodes) {
+    if (n.op != ir::OpKind::MatMul && n.op != ir::OpKind::MatMulId) continue;
+    const int wid = n.inputs[0];
+    if (!seen.insert(wid).second) continue;
+    const ir::Value& w = g.values[static_cast<size_t>(wid)];
+    if (w.kind != ir::ValueKind::Weight) continue;
+    const GgmlType packed = packed_format(w.type);
+    if (!pack_supported(packed) || implemented_levels(packed).empty()) continue;
+    PackRequest r;
+    r.name = w.name;
+    r.source = w.type;
+    r.packed = packed;
+    r.cols = w.shape[0];
+    r.rows = w.shape[1];
+    r.n_mats = w.shape.size() == 3 ? w.shape[2] : 1;
+    isa::Target t = target;
+    t.level = level_for(packed, target.level);
+    r.row_block = default_gemv_desc(packed, static_cast<int32_t>(r.cols), t).row_block;
+    auto layout = pack_layout(packed, r.row_block, r.rows, r.cols);
+    if (!layout) continue;  // shapes the packer refuses stay on the raw path
+    r.mat_stride = static_cast<uint64_t>(layout->total_bytes);
+    r.nbytes = r.mat_stride * static_cast<uint64_t>(r.n_mats);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Status pack_into_request(const PackRequest& req, const WeightBytes& src, uint8_t* dst) {
+  auto layout = pack_layout(req.packed, req.row_block, req.rows, req.cols);
+  if (!layout) return Error{req.name + ": " + layout.error()};
+  const uint64_t src_row = static_cast<uint64_t>(row_bytes(req.source, req.cols));
+  const uint64_t src_mat = src_row * static_cast<uint64_t>(req.rows);
+  if (src.nbytes != src_mat * static_cast<uint64_t>(req.n_mats))
+    return Error{req.name + ": tensor has " + std::to_string(src.nbytes) + " bytes, expected " +
+                 std::to_string(src_mat * static_cast<uint64_t>(req.n_mats))};
+  const auto* s = static_cast<const uint8_t*>(src.data);
+  std::vector<uint8_t> transcoded;
+  for (int64_t m = 0; m < req.n_mats; ++m) {
+    const uint8_t* mat = s + static_cast<uint64_t>(m) * src_mat;
+    uint64_t mat_bytes = src_mat;
+    if (req.source != req.packed) {  // Q5_0 → Q8_0
+      const int64_t nb = req.cols / kQK;
+      transcoded.resize(static_cast<size_t>(row_bytes(req.packed, req.cols) * req.rows));
+      for (int64_t r = 0; r < req.rows; ++r)
+        transcode_q5_0_row(reinterpret_cast<const BlockQ5_0*>(mat + static_cast<uint64_t>(r) * src_row),
+                           reinterpret_cast<BlockQ8_0*>(transcoded.data()) + r * nb, nb);
+      mat = transcoded.data();
+      mat_bytes = transcoded.size();
+    }
+    ZENMOE_RETURN_IF_ERROR(pack_into(*layout, mat, mat_bytes, dst + static_cast<uint64_t>(m) * req.mat_stride));
+  }
+  return Status::ok();
+}
+
+Expected<CompiledModel> compile_in_memory(const gguf::Model& model, const CompileOptions& opts) {
+  auto g = build_graph_from_gguf(model);
+  if (!g) return Error{g.error()};
+  CompiledModel cm;
+  cm.graph = std::move(*g);
+  ZENMOE_RETURN_IF_ERROR(ir::run_pipeline(cm.graph));
+  cm.target = opts.target;
+  for (const auto& t : model.tensors()) cm.raw[t.name] = WeightBytes{t.data, t.nbytes};
+  const std::vector<PackRequest> reqs = pack_requests(cm.graph, opts.target);
+  uint64_t total = 0, done = 0;
+  for (const PackRequest& r : reqs) total += r.nbytes;
+  for (const PackRequest& r : reqs) {
+    auto it = cm.raw.find(r.name);
+    if (it == cm.raw.end()) return Error{"compile: no tensor '" + r.name + "' in the model"};
+    std::shared_ptr<uint8_t> mem(static_cast<uint8_t*>(std::aligned_alloc(64, (r.nbytes + 63) / 64 * 64)),
+                                 [](uint8_t* q) { std::free(q); });
+    if (!mem) return Error{"compile: out of memory packing '" + r.name + "'"};
+    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, it->second, mem.get()));
+    PackedMats pm;
+    pm.req = r;
+    pm.layout = *pack_layout(r.packed, r.row_block, r.rows, r.cols);
+    pm.data = mem.get();
+    cm.packed[r.name] = pm;
+    cm.storage.push_back(std::static_pointer_cast<void>(mem));
+    done += r.nbytes;
+    if (opts.progress) opts.progress(done, total);
+  }
+  return cm;
+}
+
+Expected<isa::Target> plan_target(const plan::PlanHeader& h) {
+  auto level = isa::parse_level(h.target_level);
+  if (!level) return Error{"plan: " + level.error()};
+  auto tuning = isa::parse_tuning(h.target_tuning);
+  if (!tuning) return Error{"plan: " + tuning.error()};
+  return isa::Target{*level, *tuning};
+}
+
+Expected<CompiledModel> compiled_from_plan(std::shared_ptr<const plan::LoadedPlan> loaded, const gguf::Model& model) {
+  const plan::PlanHeader& h = loaded->header;
+  auto g = ir::parse_graph(h.graph_text);
+  if (!g) return Error{loaded->path + ": lowered graph: " + g.error()};
+  auto target = plan_target(h);
+  if (!target) return Error{target.error()};
+  CompiledModel cm;
+  cm.graph = std::move(*g);
+  cm.target = *target;
+  for (const auto& t : model.tensors()) cm.raw[t.name] = WeightBytes{t.data, t.nbytes};
+  const std::vector<PackRequest> reqs = pack_requests(cm.graph, cm.target);
+  if (reqs.size() != h.tensors.size())
+    return Error{loaded->path + ": the plan holds " + std::to_string(h.tensors.size()) + " packed weights, its graph needs " +
+                 std::to_string(reqs.size()) + " — recompile"};
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const PackRequest& r = reqs[i];
+    const plan::PlanTensor& t = h.tensors[i];
+    if (t.name != r.name || t.format != r.packed || t.row_block != r.row_block || t.rows != r.rows ||
+        t.cols != r.cols || t.n_mats != r.n_mats || t.kind != plan::kPackWeights || t.mat_stride < r.mat_stride)
+      return Error{loaded->path + ": packed weight '" + t.name + "' does not match the graph's '" + r.name +
+                   "' — recompile"};
+    PackedMats pm;
+    pm.req = r;
+    pm.req.mat_stride = t.mat_stride;
+    pm.req.nbytes = t.nbytes;
+    pm.layout = *pack_layout(r.packed, r.row_block, r.rows, r.cols);
+    pm.data = loaded->tensor_data(i);
+    cm.packed[r.name] = pm;
+  }
+  cm.storage.push_back(std::const_pointer_cast<plan::LoadedPlan>(loaded));
+  return cm;
+}
+
+}  // namespace zenmoe

@@ -1,0 +1,339 @@
+#include "runtime/fast_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "ir/memory_plan.h"
+#include "runtime/fast_attention.h"
+#include "runtime/fast_glue.h"
+#include "runtime/fast_matmul.h"
+#include "runtime/ref_executor_ops.h"
+#include "runtime/thread_pool.h"
+
+namespace zenmoe {
+
+namespace {
+
+using refexec::Tensor;
+
+struct FreeDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<uint8_t, FreeDeleter>;
+
+Buffer zeroed(int64_t bytes) {
+  const auto n = static_cast<size_t>((std::max<int64_t>(bytes, 1) + 63) / 64 * 64);
+  Buffer b(static_cast<uint8_t*>(std::aligned_alloc(64, n)));
+  if (b) std::memset(b.get(), 0, n);
+  return b;
+}
+
+int64_t resolve(int64_t d, int64_t n_tokens, int64_t n_ctx) {
+  return d == ir::kDimTokens ? n_tokens : d == ir::kDimContext ? n_ctx : d;
+}
+
+// Ops whose every token is independent of the others: split by tokens across threads.
+bool per_token(ir::OpKind op) {
+  switch (op) {
+    case ir::OpKind::Embed: case ir::OpKind::RmsNorm: case ir::OpKind::Quantize: case ir::OpKind::Slice:
+    case ir::OpKind::Rope: case ir::OpKind::Router: case ir::OpKind::SwiGlu: case ir::OpKind::WeightedSum:
+    case ir::OpKind::Add:
+      return true;
+    default:
+      return false;
+  }
+}
+
+enum class StepKind { Light, Mat, Mla, Serial, View };
+
+struct Step {
+  const ir::Node* node = nullptr;
+  StepKind kind = StepKind::Light;
+  std::unique_ptr<MatOp> mat;
+  std::unique_ptr<MlaOp> mla;
+  std::unique_ptr<LightGlue> glue;  // generated kernel of a light op (else the reference)
+  std::vector<Tensor*> in, out;
+  std::vector<bool> in_t, out_t;  // the value has a token dimension (last)
+};
+
+// The part of `t` (token dimension last) holding tokens [t0, t1).
+Tensor token_view(const Tensor& t, int64_t t0, int64_t t1) {
+  Tensor v = t;
+  int64_t per = row_bytes(t.type, t.ne.size() == 1 ? 1 : t.ne[0]);
+  for (size_t i = 1; i + 1 < t.ne.size(); ++i) per *= t.ne[i];
+  v.ne.back() = t1 - t0;
+  v.cdata = t.cdata + t0 * per;
+  v.data = t.data == nullptr ? nullptr : t.data + t0 * per;
+  return v;
+}
+
+class Impl final : public FastExecutor {
+ public:
+  Status init(std::shared_ptr<const CompiledModel> cm, const FastExecutorOptions& o);
+  int n_vocab() const override { return n_vocab_; }
+  int n_ctx() const override { return n_ctx_; }
+  int n_past() const override { return n_past_; }
+  Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) override;
+  void reset() override { n_past_ = 0; }
+  std::vector<std::pair<std::string, double>> profile() const override;
+  std::vector<std::string> dispatch_log() const override { return dispatch_; }
+  const std::string& placement() const override { return pool_->placement(); }
+
+ private:
+  Status bind_values();
+  Status build_steps();
+  void size_for(int64_t T);
+  Status run_step(Step& s, int64_t T);
+  void run_light(Step& s, int64_t T);
+  Status check_tokens(std::span<const int32_t> tokens) const;
+
+  std::shared_ptr<const CompiledModel> cm_;
+  FastExecutorOptions opts_;
+  std::unique_ptr<ThreadPool> pool_;
+  ir::MemoryPlan mem_;
+  Buffer arena_;
+  std::vector<Buffer> states_;
+  std::vector<Tensor> tensors_;
+  std::vector<Step> steps_;
+  std::vector<AttentionScratch> scratch_;
+  std::vector<std::string> dispatch_;
+  std::map<std::string, double> profile_;
+  int tokens_ = -1, positions_ = -1, logits_ = -1;
+  int n_vocab_ = 0, n_ctx_ = 0, n_past_ = 0;
+  int64_t n_rows_embd_ = 0;
+};
+
+Status Impl::bind_values() {
+  const ir::Graph& g = cm_->graph;
+  auto plan = ir::plan_memory(g, opts_.max_batch);
+  if (!plan) return Error{plan.error()};
+  mem_ = std::move(*plan);
+  arena_ = zeroed(mem_.arena_bytes);
+  if (!arena_) return Error{"fast executor: cannot allocate a " + std::to_string(mem_.arena_bytes) + "-byte arena"};
+  tensors_.assign(g.values.size(), Tensor{});
+  states_.resize(g.values.size());
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    const ir::Value& v = g.values[i];
+    Tensor& t = tensors_[i];
+    t.type = v.type;
+    for (int64_t d : v.shape) t.ne.push_back(resolve(d, opts_.max_batch, n_ctx_));
+    if (v.kind == ir::ValueKind::Weight) {
+      auto it = cm_->raw.find(v.name);
+      if (it == cm_->raw.end()) return Error{"fast executor: no data for weight '" + v.name + "'"};
+      const int64_t want = row_bytes(v.type, t.ne[0]) * (t.numel() / t.ne[0]);
+      if (it->second.nbytes != static_cast<uint64_t>(want))
+        return Error{"fast executor: weight '" + v.name + "' has " + std::to_string(it->second.nbytes) +
+                     " bytes, expected " + std::to_string(want)};
+      t.cdata = static_cast<const uint8_t*>(it->second.data);
+    } else if (v.kind == ir::ValueKind::State) {
+      states_[i] = zeroed(row_bytes(v.type, t.ne[0]) * (t.numel() / t.ne[0]));
+      if (!states_[i]) return Error{"fast executor: cannot allocate the KV cache '" + v.name + "'"};
+      t.data = states_[i].get();
+      t.cdata = t.data;
+    } else {
+      t.data = arena_.get() + mem_.offset[i];
+      t.cdata = t.data;
+    }
+  }
+  return Status::ok();
+}
+
+Status Impl::build_steps() {
+  const ir::Graph& g = cm_->graph;
+  TileBudget tiles;
+  const CacheSizes caches = detect_cache_sizes();
+  if (caches.l2 > 0) tiles.l2_bytes = caches.l2;
+  std::set<std::string> glue_names;
+  for (const ir::Node& n : g.nodes) {
+    Step s;
+    s.node = &n;
+    for (int id : n.inputs) {
+      s.in.push_back(&tensors_[static_cast<size_t>(id)]);
+      const auto& sh = g.values[static_cast<size_t>(id)].shape;
+      s.in_t.push_back(!sh.empty() && sh.back() == ir::kDimTokens);
+    }
+    for (int id : n.outputs) {
+      s.out.push_back(&tensors_[static_cast<size_t>(id)]);
+      s.out_t.push_back(true);
+    }
+    if (n.op == ir::OpKind::MatMul || n.op == ir::OpKind::MatMulId) {
+      auto m = MatOp::create(n, g, *cm_, tiles);
+      if (!m) return Error{"fast executor: " + m.error()};
+      s.kind = StepKind::Mat;
+      dispatch_.push_back(g.values[static_cast<size_t>(n.inputs[0])].name + ": " + (*m)->kernel_name());
+      s.mat = std::move(*m);
+    } else if (n.op == ir::OpKind::MlaAttention) {
+      s.kind = StepKind::Mla;
+      s.mla = std::make_unique<MlaOp>(n);
+    } else if (n.op == ir::OpKind::Reshape) {
+      s.kind = StepKind::View;  // shares its input's arena bytes (memory plan)
+    } else {
+      s.kind = per_token(n.op) ? StepKind::Light : StepKind::Serial;
+      if (s.kind == StepKind::Light && cm_->target.level != isa::IsaLevel::kScalar) {
+        auto glue = LightGlue::create(n, g, cm_->target);
+        if (!glue) return Error{"fast executor: " + glue.error()};
+        s.glue = std::move(*glue);
+        if (s.glue) glue_names.insert(std::string(ir::op_name(n.op)) + ": " + s.glue->name());
+      }
+    }
+    steps_.push_back(std::move(s));
+  }
+  dispatch_.insert(dispatch_.end(), glue_names.begin(), glue_names.end());
+  return Status::ok();
+}
+
+Status Impl::init(std::shared_ptr<const CompiledModel> cm, const FastExecutorOptions& o) {
+  cm_ = std::move(cm);
+  opts_ = o;
+  n_ctx_ = o.base.n_ctx;
+  if (n_ctx_ < 1) return Error{"fast executor: context size must be at least 1"};
+  if (opts_.max_batch < 1) return Error{"fast executor: max batch must be at least 1"};
+  const ir::Graph& g = cm_->graph;
+  tokens_ = g.find("tokens");
+  positions_ = g.find("positions");
+  if (tokens_ < 0 || positions_ < 0 || g.outputs.size() != 1)
+    return Error{"fast executor: the graph needs inputs 'tokens', 'positions' and one output"};
+  logits_ = g.outputs[0];
+  const ir::Value& lv = g.values[static_cast<size_t>(logits_)];
+  if (lv.type != GgmlType::F32 || lv.shape.size() != 2 || lv.shape[1] != ir::kDimTokens)
+    return Error{"fast executor: the graph output must be f32 [n_vocab, T]"};
+  n_vocab_ = static_cast<int>(lv.shape[0]);
+  for (const ir::Node& n : g.nodes)
+    if (n.op == ir::OpKind::Embed) n_rows_embd_ = g.values[static_cast<size_t>(n.inputs[0])].shape[1];
+  ThreadPoolOptions po;
+  po.n_threads = o.base.n_threads;
+  po.pin = o.pin;
+  auto pool = ThreadPool::create(po);
+  if (!pool) return Error{pool.error()};
+  pool_ = std::move(*pool);
+  scratch_.resize(static_cast<size_t>(pool_->size()));
+  ZENMOE_RETURN_IF_ERROR(bind_values());
+  return build_steps();
+}
+
+void Impl::size_for(int64_t T) {
+  const ir::Graph& g = cm_->graph;
+  for (size_t i = 0; i < g.values.size(); ++i) {
+    const ir::Value& v = g.values[i];
+    if (v.kind != ir::ValueKind::Temp && v.kind != ir::ValueKind::Input) continue;
+    Tensor& t = tensors_[i];
+    for (size_t d = 0; d < v.shape.size(); ++d) t.ne[d] = resolve(v.shape[d], T, n_ctx_);
+  }
+}
+
+void Impl::run_light(Step& s, int64_t T) {
+  const int nth = pool_->size();
+  if (s.glue) {
+    if (T < 2 * nth || nth == 1) {
+      s.glue->run(0, T, s.in, s.out);
+      return;
+    }
+    pool_->run([&](int tid) {
+      const Range r = split_range(T, nth, tid);
+      if (r.begin < r.end) s.glue->run(r.begin, r.end, s.in, s.out);
+    });
+    return;
+  }
+  if (T < 2 * nth || nth == 1) {
+    (void)refexec::run_node(*s.node, s.in, s.out);
+    return;
+  }
+  pool_->run([&](int tid) {
+    const Range r = split_range(T, nth, tid);
+    if (r.begin >= r.end) return;
+    std::vector<Tensor> in_v, out_v;
+    std::vector<Tensor*> in_p, out_p;
+    in_v.reserve(s.in.size());
+    out_v.reserve(s.out.size());
+    for (size_t i = 0; i < s.in.size(); ++i)
+      in_v.push_back(s.in_t[i] ? token_view(*s.in[i], r.begin, r.end) : *s.in[i]);
+    for (auto* o : s.out) out_v.push_back(token_view(*o, r.begin, r.end));
+    for (auto& t : in_v) in_p.push_back(&t);
+    for (auto& t : out_v) out_p.push_back(&t);
+    (void)refexec::run_node(*s.node, in_p, out_p);
+  });
+}
+
+Status Impl::run_step(Step& s, int64_t T) {
+  const int nth = pool_->size();
+  switch (s.kind) {
+    case StepKind::View:
+      return Status::ok();
+    case StepKind::Light:
+      run_light(s, T);
+      return Status::ok();
+    case StepKind::Serial:
+      return refexec::run_node(*s.node, s.in, s.out);
+    case StepKind::Mat:
+      ZENMOE_RETURN_IF_ERROR(s.mat->prepare(s.in.size() > 2 ? s.in[2] : nullptr, *s.in[1]));
+      pool_->run([&](int tid) { s.mat->run(tid, nth, *s.in[1], *s.out[0]); });
+      return Status::ok();
+    case StepKind::Mla:
+      s.mla->store(s.in);
+      pool_->run([&](int tid) { s.mla->run(tid, nth, s.in, *s.out[0], scratch_[static_cast<size_t>(tid)]); });
+      return Status::ok();
+  }
+  return Status::ok();
+}
+
+Status Impl::check_tokens(std::span<const int32_t> tokens) const {
+  if (tokens.empty()) return Error{"eval: no tokens given"};
+  if (static_cast<int64_t>(n_past_) + static_cast<int64_t>(tokens.size()) > n_ctx_)
+    return Error{"eval: context limit exceeded: " + std::to_string(n_past_) + " positions held + " +
+                 std::to_string(tokens.size()) + " new > context size " + std::to_string(n_ctx_)};
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= n_rows_embd_)
+      return Error{"eval: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                   " is outside the vocabulary (0.." + std::to_string(n_rows_embd_ - 1) + ")"};
+  return Status::ok();
+}
+
+Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+  ZENMOE_RETURN_IF_ERROR(check_tokens(tokens));
+  const int64_t total = static_cast<int64_t>(tokens.size());
+  for (int64_t c0 = 0; c0 < total; c0 += opts_.max_batch) {
+    const int64_t T = std::min<int64_t>(opts_.max_batch, total - c0);
+    size_for(T);
+    std::memcpy(tensors_[static_cast<size_t>(tokens_)].data, tokens.data() + c0,
+                static_cast<size_t>(T) * sizeof(int32_t));
+    int32_t* pos = tensors_[static_cast<size_t>(positions_)].i32();
+    for (int64_t t = 0; t < T; ++t) pos[t] = n_past_ + static_cast<int32_t>(t);
+    for (Step& s : steps_) {
+      const auto t0 = opts_.base.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+      Status st = run_step(s, T);
+      if (!st) return Error{std::string("eval: ") + ir::op_name(s.node->op) + ": " + st.message()};
+      if (opts_.base.profile)
+        profile_[ir::op_name(s.node->op)] +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    n_past_ += static_cast<int>(T);
+    const float* y = tensors_[static_cast<size_t>(logits_)].cf32();
+    const auto row = static_cast<size_t>(n_vocab_);
+    if (all_logits)
+      std::memcpy(logits + static_cast<size_t>(c0) * row, y, static_cast<size_t>(T) * row * sizeof(float));
+    else if (c0 + T == total)
+      std::memcpy(logits, y + static_cast<size_t>(T - 1) * row, row * sizeof(float));
+  }
+  return Status::ok();
+}
+
+std::vector<std::pair<std::string, double>> Impl::profile() const {
+  std::vector<std::pair<std::string, double>> p(profile_.begin(), profile_.end());
+  std::sort(p.begin(), p.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return p;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<FastExecutor>> make_fast_executor(std::shared_ptr<const CompiledModel> model,
+                                                           const FastExecutorOptions& opts) {
+  std::unique_ptr<Impl> ex(new Impl());
+  ZENMOE_RETURN_IF_ERROR(ex->init(std::move(model), opts));
+  return std::unique_ptr<FastExecutor>(std::move(ex));
+}
+
+}  // namespace zenmoe

@@ -1,0 +1,35 @@
+// The fast executor: runs a CompiledModel's graph node by node on the generated kernels with
+// one pinned thread pool. Matrix products and attention are split across the threads; the
+// light per-token ops (norms, quantisation, RoPE, router, residual adds) are split by tokens
+// in a batch and run on the calling thread for a single token. Activations live in one arena
+// laid out by ir::plan_memory; a long batch is evaluated in chunks of max_batch tokens.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/status.h"
+#include "runtime/compiled_model.h"
+#include "runtime/executor.h"
+
+namespace zenmoe {
+
+struct FastExecutorOptions {
+  ExecutorOptions base;
+  int max_batch = 128;   // tokens per forward chunk (arena sized for it)
+  bool pin = true;       // pin the pool's threads to cores
+};
+
+class FastExecutor : public Executor {
+ public:
+  // One line per matmul weight: the kernel that runs it (dispatch log).
+  virtual std::vector<std::string> dispatch_log() const = 0;
+  virtual const std::string& placement() const = 0;
+};
+
+Expected<std::unique_ptr<FastExecutor>> make_fast_executor(std::shared_ptr<const CompiledModel> model,
+                                                           const FastExecutorOptions& opts);
+
+}  // namespace zenmoe

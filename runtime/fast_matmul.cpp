@@ -1,0 +1,194 @@
+#include "runtime/fast_matmul.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "codegen/kernel_desc.h"
+#include "codegen/registry.h"
+#include "kernels/ref/quant.h"
+#include "runtime/thread_pool.h"
+
+namespace zenmoe {
+
+using refexec::Tensor;
+
+Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
+                                               const TileBudget& tiles) {
+  std::unique_ptr<MatOp> op(new MatOp());
+  const ir::Value& w = g.values[static_cast<size_t>(n.inputs[0])];
+  op->by_expert_ = n.op == ir::OpKind::MatMulId;
+  op->K_ = w.shape[0];
+  op->N_ = w.shape[1];
+  op->n_mats_ = w.shape.size() == 3 ? w.shape[2] : 1;
+  if (op->by_expert_) {
+    const ir::Value& x = g.values[static_cast<size_t>(n.inputs[1])];
+    op->per_slot_x_ = x.shape.size() == 3;
+    op->k_used_ = g.values[static_cast<size_t>(n.inputs[2])].shape[0];
+  }
+  auto pit = cm.packed.find(w.name);
+  int64_t row_bytes_streamed = 0;
+  if (pit != cm.packed.end()) {
+    op->packed_ = &pit->second;
+    KernelDesc d = default_gemv_desc(pit->second.req.packed, static_cast<int32_t>(op->K_), cm.target);
+    // The packed layout fixed the row block and the level whose kernel exists for the format.
+    d.row_block = static_cast<uint16_t>(pit->second.req.row_block);
+    isa::IsaLevel best = isa::IsaLevel::kScalar;
+    for (isa::IsaLevel l : implemented_levels(d.weight))
+      if (l <= cm.target.level && isa::host_supports(l)) best = std::max(best, l);
+    d.isa = best;
+    if (best == isa::IsaLevel::kScalar) d.prefetch = 0;
+    auto k = global_registry().get(d);
+    if (!k) return Error{w.name + ": " + k.error()};
+    op->kernel_ = *k;
+    op->kernel_name_ = canonical_name(d);
+    // The GEMM kernel over the same packed bytes, when one exists for this format and level.
+    for (isa::IsaLevel l : implemented_gemm_levels(d.weight)) {
+      if (l > cm.target.level || !isa::host_supports(l) || l == isa::IsaLevel::kScalar) continue;
+      KernelDesc gd = default_gemm_desc(d.weight, d.cols, {l, cm.target.tuning});
+      if (gd.row_block != d.row_block) continue;
+      auto gk = global_registry().get(gd);
+      if (gk) {
+        op->gemm_ = *gk;
+        op->kernel_name_ += " + " + canonical_name(gd);
+      }
+    }
+    op->row_block_ = d.row_block;
+    row_bytes_streamed = pit->second.layout.group_stride / d.row_block;
+  } else {
+    auto rit = cm.raw.find(w.name);
+    if (rit == cm.raw.end()) return Error{"no data for weight '" + w.name + "'"};
+    op->raw_type_ = w.type;
+    op->raw_ = static_cast<const uint8_t*>(rit->second.data);
+    op->raw_row_ = row_bytes(w.type, op->K_);
+    op->kernel_name_ = std::string("reference ") + type_name(w.type);
+    op->row_block_ = 1;
+    row_bytes_streamed = op->raw_row_;
+  }
+  // A tile of rows fills half of L2 so its weights stay there while a batch's rows pass.
+  const int64_t fit = std::max<int64_t>(1, tiles.l2_bytes / 2 / std::max<int64_t>(1, row_bytes_streamed));
+  op->tile_rows_ = std::max(op->row_block_, fit / op->row_block_ * op->row_block_);
+  return op;
+}
+
+Status MatOp::prepare(const Tensor* ids, const Tensor& x) {
+  if (!by_expert_) return Status::ok();
+  const int64_t slots = ids->numel();
+  expert_begin_.assign(static_cast<size_t>(n_mats_ + 1), 0);
+  for (int64_t s = 0; s < slots; ++s) {
+    const int32_t e = ids->ci32()[s];
+    if (e < 0 || e >= n_mats_) return Error{"expert id " + std::to_string(e) + " out of range"};
+    ++expert_begin_[static_cast<size_t>(e) + 1];
+  }
+  for (int64_t e = 0; e < n_mats_; ++e) expert_begin_[static_cast<size_t>(e + 1)] += expert_begin_[static_cast<size_t>(e)];
+  slot_order_.assign(static_cast<size_t>(slots), 0);
+  std::vector<int64_t> fill(expert_begin_.begin(), expert_begin_.end() - 1);
+  for (int64_t s = 0; s < slots; ++s)
+    slot_order_[static_cast<size_t>(fill[static_cast<size_t>(ids->ci32()[s])]++)] = static_cast<int32_t>(s);
+  gathered_ = gemm_ != nullptr && slots > k_used_;  // a batch: experts see several rows
+  if (gathered_) {
+    x_row_bytes_ = x.row_size();
+    xg_.resize(static_cast<size_t>(slots * x_row_bytes_));
+    yg_.resize(static_cast<size_t>(slots * N_));
+    for (int64_t i = 0; i < slots; ++i) {
+      const int64_t slot = slot_order_[static_cast<size_t>(i)];
+      const int64_t xr = per_slot_x_ ? slot : slot / k_used_;
+      std::memcpy(xg_.data() + i * x_row_bytes_, x.cdata + xr * x_row_bytes_, static_cast<size_t>(x_row_bytes_));
+    }
+  }
+  return Status::ok();
+}
+
+void MatOp::gemm(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, int64_t n, int64_t x_stride, float* y,
+                 int64_t y_stride) const {
+  GemmCall c;
+  c.w = packed_->mat(mat);
+  c.x = x;
+  c.y = y;
+  c.r0 = r0;
+  c.r1 = r1;
+  c.n = n;
+  c.x_stride = x_stride;
+  c.y_stride = y_stride;
+  gemm_->gemm(c);
+}
+
+// Batch path: each expert's gathered rows go through the GEMM kernel tile by tile; every thread
+// then copies its own output rows of those slots to their places.
+void MatOp::run_experts_gemm(int tid, int nth, Tensor& y) const {
+  const Range rr = split_range(N_, nth, tid, row_block_);
+  if (rr.begin >= rr.end) return;
+  for (int64_t e = 0; e < n_mats_; ++e) {
+    const int64_t s0 = expert_begin_[static_cast<size_t>(e)], s1 = expert_begin_[static_cast<size_t>(e + 1)];
+    if (s0 == s1) continue;
+    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
+      const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
+      gemm(e, t0, t1, xg_.data() + s0 * x_row_bytes_, s1 - s0, x_row_bytes_, yg_.data() + s0 * N_, N_);
+    }
+    for (int64_t i = s0; i < s1; ++i) {
+      const int64_t slot = slot_order_[static_cast<size_t>(i)];
+      std::memcpy(y.f32() + slot * N_ + rr.begin, yg_.data() + i * N_ + rr.begin,
+                  static_cast<size_t>(rr.end - rr.begin) * sizeof(float));
+    }
+  }
+}
+
+void MatOp::rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y) const {
+  if (kernel_) {
+    GemvCall c;
+    c.w = packed_->mat(mat);
+    c.x = x;
+    c.y = y;
+    c.r0 = r0;
+    c.r1 = r1;
+    (*kernel_)(c);
+    return;
+  }
+  const uint8_t* w = raw_ + static_cast<uint64_t>(mat) * static_cast<uint64_t>(N_ * raw_row_);
+  for (int64_t r = r0; r < r1; ++r) y[r] = ref::vec_dot_row(raw_type_, w + r * raw_row_, x, K_);
+}
+
+// Column c of x multiplies matrix c % n_mats (one matrix, or one per head of a 3-D weight).
+void MatOp::run_dense(int tid, int nth, const Tensor& x, Tensor& y) const {
+  const Range rr = split_range(N_, nth, tid, row_block_);
+  const int64_t cols = x.rows(), xrb = x.row_size();
+  const int64_t per_mat = cols / n_mats_;
+  for (int64_t m = 0; m < n_mats_; ++m)
+    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
+      const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
+      if (gemm_ && per_mat > 1) {
+        gemm(m, t0, t1, x.cdata + m * xrb, per_mat, n_mats_ * xrb, y.f32() + m * N_, n_mats_ * N_);
+        continue;
+      }
+      for (int64_t c = m; c < cols; c += n_mats_) rows(m, t0, t1, x.cdata + c * xrb, y.f32() + c * N_);
+    }
+}
+
+// Slots grouped by expert: each expert's rows are split across threads, and a tile of them
+// serves every slot routed to that expert before the next tile is read.
+void MatOp::run_experts(int tid, int nth, const Tensor& x, Tensor& y) const {
+  const Range rr = split_range(N_, nth, tid, row_block_);
+  const int64_t xrb = x.row_size();
+  for (int64_t e = 0; e < n_mats_; ++e) {
+    const int64_t s0 = expert_begin_[static_cast<size_t>(e)], s1 = expert_begin_[static_cast<size_t>(e + 1)];
+    if (s0 == s1) continue;
+    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
+      const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
+      for (int64_t i = s0; i < s1; ++i) {
+        const int64_t slot = slot_order_[static_cast<size_t>(i)];
+        const int64_t xr = per_slot_x_ ? slot : slot / k_used_;
+        rows(e, t0, t1, x.cdata + xr * xrb, y.f32() + slot * N_);
+      }
+    }
+  }
+}
+
+void MatOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
+  if (by_expert_ && gathered_)
+    run_experts_gemm(tid, nth, y);
+  else if (by_expert_)
+    run_experts(tid, nth, x, y);
+  else
+    run_dense(tid, nth, x, y);
+}
+
+}  // namespace zenmoe

@@ -1,0 +1,68 @@
+// The fast executor's matrix products: matmul and matmul_id nodes run on the generated GEMV
+// kernels over repacked weights (runtime/compiled_model.h), or on the reference dot product
+// for formats without a kernel. Work is split by output rows across the pool's threads in
+// units of the kernel's row block, and for batches the rows are tiled so a tile of weights
+// stays in L2 while every activation row of the batch passes over it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel.h"
+#include "ir/graph.h"
+#include "kernels/status.h"
+#include "runtime/compiled_model.h"
+#include "runtime/ref_executor_ops.h"
+
+namespace zenmoe {
+
+struct TileBudget {
+  int64_t l2_bytes = 1 << 20;  // per core, from the machine's topology
+};
+
+class MatOp {
+ public:
+  // Node: matmul(w, x) or matmul_id(w, x, ids).
+  static Expected<std::unique_ptr<MatOp>> create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
+                                                 const TileBudget& tiles);
+  // Serial part before the threads start: matmul_id groups its slots by expert and, for a
+  // batch on the GEMM kernel, gathers each expert's activation rows contiguously.
+  Status prepare(const refexec::Tensor* ids, const refexec::Tensor& x);
+  // Thread `tid` of `nth` computes its share of y.
+  void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
+  // "gemv_q4k_q8k_f32_8r__avx512vnni_zen4" or "reference q5_K" (dispatch log, profiles).
+  const std::string& kernel_name() const { return kernel_name_; }
+
+ private:
+  void rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y) const;
+  void run_dense(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
+  void run_experts(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
+  void run_experts_gemm(int tid, int nth, refexec::Tensor& y) const;
+  void gemm(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, int64_t n, int64_t x_stride, float* y,
+            int64_t y_stride) const;
+
+  bool by_expert_ = false;
+  int64_t K_ = 0, N_ = 0, n_mats_ = 1, row_block_ = 1, tile_rows_ = 1;
+  const PackedMats* packed_ = nullptr;
+  std::shared_ptr<const Kernel> kernel_;
+  std::shared_ptr<const Kernel> gemm_;  // batches of 2+ rows; null when the format has none
+  // Reference path.
+  GgmlType raw_type_ = GgmlType::F32;
+  const uint8_t* raw_ = nullptr;
+  int64_t raw_row_ = 0;
+  std::string kernel_name_;
+  // matmul_id: slots (t*k + j) grouped by expert, rebuilt by prepare().
+  std::vector<int32_t> slot_order_;
+  std::vector<int64_t> expert_begin_;  // n_mats + 1 offsets into slot_order_
+  int64_t k_used_ = 1;
+  bool per_slot_x_ = false;
+  // GEMM path of matmul_id: activation rows in slot_order_ and their outputs.
+  bool gathered_ = false;
+  int64_t x_row_bytes_ = 0;
+  std::vector<uint8_t> xg_;
+  mutable std::vector<float> yg_;
+};
+
+}  // namespace zenmoe

@@ -1,0 +1,50 @@
+// Pieces of the plan file shared by its writer and reader (runtime/plan_file*.cpp only).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "runtime/plan_file.h"
+
+namespace zenmoe::plan::detail {
+
+inline constexpr char kPlanMagic[4] = {'Z', 'P', 'L', 'N'};
+inline constexpr char kWeightsMagic[4] = {'Z', 'P', 'L', 'W'};
+inline constexpr size_t kPlanHeaderBytes = 40;     // magic .. body_checksum
+inline constexpr size_t kWeightsHeaderBytes = 24;  // magic, version, weights_id, total bytes
+inline constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = kFnvBasis);
+
+// The JSON document of a header (everything except the kernel descriptors, which follow it
+// as raw bytes). Deterministic for a given header.
+std::string encode_json(const PlanHeader& h);
+// Parses and type-checks the document into `out` (kernels untouched). `where` prefixes errors.
+Status decode_json(std::string_view text, const std::string& where, PlanHeader* out);
+
+// Checks every field of a header except the tensor placement (targets, features, threads,
+// names, packed layouts, mat_stride, kernel descriptors).
+Status validate_fields(const PlanHeader& h, const std::string& where);
+// Checks the placement against a side file of weights_bytes bytes: 4096-aligned offsets after
+// the header page, nbytes = n_mats x mat_stride, inside the file, no two tensors overlapping.
+Status validate_placement(const PlanHeader& h, const std::string& where);
+// Fills mat_stride (when 0), nbytes, offset and weights_bytes; the fields must be valid.
+Status place_tensors(PlanHeader* h, const std::string& where);
+
+// Parses and validates plan file bytes (everything read_plan checks except the side file);
+// `weights_id` receives the id the side file must carry. Never reads outside [data, data+n).
+Expected<PlanHeader> parse_plan(const uint8_t* data, size_t n, const std::string& where,
+                                uint64_t* weights_id);
+// Checks the side file's header page (n bytes mapped at data) against the plan.
+Status check_weights_header(const uint8_t* data, uint64_t n, const PlanHeader& h, uint64_t weights_id,
+                            const std::string& where);
+
+// Little-endian fixed-width helpers (x86-64 is little-endian; memcpy keeps them alignment-safe).
+void put_u32(std::string* out, uint32_t v);
+void put_u64(std::string* out, uint64_t v);
+uint32_t get_u32(const uint8_t* p);
+uint64_t get_u64(const uint8_t* p);
+
+}  // namespace zenmoe::plan::detail

@@ -1,0 +1,401 @@
+// Plan file I/O: the atomic writer (temporaries renamed at the end, removed on any failure or
+// on SIGINT / SIGTERM) and the validating reader with its read-only mapping of the side file.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <random>
+
+#include "runtime/plan_file.h"
+#include "runtime/plan_file_internal.h"
+
+namespace zenmoe::plan {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace detail;
+
+std::string errno_text() { return std::strerror(errno); }
+
+// --- removal of temporaries on SIGINT / SIGTERM --------------------------------------------
+// A compile interrupted from the keyboard must not leave a multi-gigabyte temporary behind.
+// The handler only calls async-signal-safe functions (unlink, sigaction, raise) on paths
+// stored in fixed buffers, then re-raises the signal under the previous disposition.
+
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+constexpr size_t kMaxTempPath = 4096;
+char g_temp_paths[2][kMaxTempPath];
+struct sigaction g_old_actions[3];
+std::atomic<bool> g_armed{false};
+std::mutex g_write_mutex;  // one write_plan at a time owns the handler and the path slots
+
+void on_signal(int sig) {
+  if (g_armed.load()) {
+    for (auto& p : g_temp_paths)
+      if (p[0] != '\0') ::unlink(p);
+  }
+  for (size_t i = 0; i < std::size(kSignals); ++i)
+    if (kSignals[i] == sig) ::sigaction(sig, &g_old_actions[i], nullptr);
+  ::raise(sig);  // delivered when this handler returns, under the previous disposition
+}
+
+// Owns the two temporaries: removes them (and disarms the handler) unless committed.
+class TempFiles {
+ public:
+  TempFiles() {
+    for (auto& p : g_temp_paths) p[0] = '\0';
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &sa, &g_old_actions[i]);
+    g_armed.store(true);
+  }
+  ~TempFiles() {
+    for (int slot = 0; slot < 2; ++slot)
+      if (!paths_[slot].empty()) ::unlink(paths_[slot].c_str());
+    g_armed.store(false);
+    for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &g_old_actions[i], nullptr);
+    for (auto& p : g_temp_paths) p[0] = '\0';
+  }
+  TempFiles(const TempFiles&) = delete;
+  TempFiles& operator=(const TempFiles&) = delete;
+
+  // Creates a new file beside `final_path` under a unique hidden name; returns its fd.
+  Expected<int> create(int slot, const std::string& final_path) {
+    const fs::path p(final_path);
+    std::random_device rd;
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      char suffix[40];
+      std::snprintf(suffix, sizeof suffix, ".tmp-%d-%08x", static_cast<int>(::getpid()), rd());
+      std::string name = ".";
+      name.append(p.filename().string()).append(suffix);
+      const std::string tmp = (p.parent_path() / name).string();
+      if (tmp.size() >= kMaxTempPath) return Error{final_path + ": path is too long"};
+      std::memcpy(g_temp_paths[slot], tmp.c_str(), tmp.size() + 1);  // before the file exists
+      const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        paths_[slot] = tmp;
+        return fd;
+      }
+      g_temp_paths[slot][0] = '\0';
+      if (errno != EEXIST) return Error{final_path + ": cannot create a temporary file: " + errno_text()};
+    }
+    return Error{final_path + ": cannot find a free temporary file name"};
+  }
+  // Renames the temporary of `slot` to its final name; from then on it is no longer removed.
+  Status commit(int slot, const std::string& final_path) {
+    if (::rename(paths_[slot].c_str(), final_path.c_str()) != 0)
+      return Error{final_path + ": cannot rename the temporary into place: " + errno_text()};
+    g_temp_paths[slot][0] = '\0';
+    paths_[slot].clear();
+    return Status::ok();
+  }
+
+ private:
+  std::string paths_[2];
+};
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+struct Mapping {
+  void* p = MAP_FAILED;
+  size_t n = 0;
+  ~Mapping() {
+    if (p != MAP_FAILED) ::munmap(p, n);
+  }
+};
+
+Status write_all(int fd, const std::string& bytes, const std::string& where) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return Error{where + ": write failed: " + errno_text()};
+    done += static_cast<size_t>(w);
+  }
+  return Status::ok();
+}
+
+// Reserves the side file's blocks up front, so a full disk is an error here rather than a
+// SIGBUS while a tensor is written through the mapping.
+Status reserve(int fd, uint64_t bytes, const std::string& where) {
+  const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (rc == 0) return Status::ok();
+  if (rc != EOPNOTSUPP && rc != EINVAL)
+    return Error{where + ": cannot reserve " + std::to_string(bytes) + " bytes: " + std::strerror(rc)};
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0)
+    return Error{where + ": cannot size the side file: " + errno_text()};
+  return Status::ok();
+}
+
+Status fill_side_file(int fd, const PlanHeader& h, uint64_t weights_id, const WriteTensorFn& write_tensor,
+                      const ProgressFn& progress, const std::string& where) {
+  ZENMOE_RETURN_IF_ERROR(reserve(fd, h.weights_bytes, where));
+  Mapping m;
+  m.n = static_cast<size_t>(h.weights_bytes);
+  m.p = ::mmap(nullptr, m.n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m.p == MAP_FAILED) return Error{where + ": cannot map the side file: " + errno_text()};
+  auto* base = static_cast<uint8_t*>(m.p);
+  uint64_t total = 0, done = 0;
+  for (const PlanTensor& t : h.tensors) total += t.nbytes;
+  if (progress) progress(0, total);
+  for (size_t i = 0; i < h.tensors.size(); ++i) {
+    const PlanTensor& t = h.tensors[i];
+    Status s = write_tensor(i, base + t.offset);
+    if (!s) return Error{where + ": tensor '" + t.name + "': " + s.message()};
+    done += t.nbytes;
+    if (progress) progress(done, total);
+    // Drops the written range from this process's page tables (the data stays in the page
+    // cache on its way to the file), so memory use does not grow with the model.
+    if (t.nbytes > (uint64_t{64} << 20)) ::madvise(base + t.offset, t.nbytes, MADV_DONTNEED);
+  }
+  std::string head(kWeightsMagic, 4);
+  put_u32(&head, kPlanVersion);
+  put_u64(&head, weights_id);
+  put_u64(&head, h.weights_bytes);
+  std::memcpy(base, head.data(), head.size());
+  if (::msync(m.p, m.n, MS_SYNC) != 0) return Error{where + ": cannot flush the side file: " + errno_text()};
+  return Status::ok();
+}
+
+std::string plan_bytes(const PlanHeader& h, const std::string& doc, uint64_t weights_id) {
+  std::string kernels(h.kernels.size() * sizeof(KernelDesc), '\0');
+  if (!h.kernels.empty()) std::memcpy(kernels.data(), h.kernels.data(), kernels.size());
+  uint64_t sum = fnv1a(doc.data(), doc.size());
+  sum = fnv1a(kernels.data(), kernels.size(), sum);
+  std::string out(kPlanMagic, 4);
+  put_u32(&out, kPlanVersion);
+  put_u64(&out, doc.size());
+  put_u64(&out, kernels.size());
+  put_u64(&out, weights_id);
+  put_u64(&out, sum);
+  return out + doc + kernels;
+}
+
+Status write_plan_files(const std::string& path, PlanHeader& header, const WriteTensorFn& write_tensor,
+                        const ProgressFn& progress) {
+  const std::string weights_path = (fs::path(path).parent_path() / header.weights_file).string();
+  const std::string doc = encode_json(header);
+  const uint64_t weights_id = fnv1a(doc.data(), doc.size());
+  std::lock_guard<std::mutex> lock(g_write_mutex);
+  TempFiles temps;
+  Fd side, plan;
+  Expected<int> sfd = temps.create(0, weights_path);
+  if (!sfd) return Error{sfd.error()};
+  side.fd = *sfd;
+  ZENMOE_RETURN_IF_ERROR(fill_side_file(side.fd, header, weights_id, write_tensor, progress, weights_path));
+  Expected<int> pfd = temps.create(1, path);
+  if (!pfd) return Error{pfd.error()};
+  plan.fd = *pfd;
+  ZENMOE_RETURN_IF_ERROR(write_all(plan.fd, plan_bytes(header, doc, weights_id), path));
+  if (::fsync(side.fd) != 0 || ::fsync(plan.fd) != 0)
+    return Error{path + ": cannot flush the plan to disk: " + errno_text()};
+  // Side file first: a plan in place always finds its weights (an older plan beside a newer
+  // side file is caught by the shared weights_id).
+  ZENMOE_RETURN_IF_ERROR(temps.commit(0, weights_path));
+  Status s = temps.commit(1, path);
+  if (!s) ::unlink(weights_path.c_str());
+  return s;
+}
+
+}  // namespace
+
+Status write_plan(const std::string& path, PlanHeader header, const WriteTensorFn& write_tensor,
+                  const ProgressFn& progress) {
+  try {
+    if (header.weights_file.empty()) header.weights_file = default_weights_file(path);
+    if (!header.gguf_path.empty()) {
+      std::error_code ec;
+      const fs::path abs = fs::absolute(header.gguf_path, ec);
+      if (!ec) header.gguf_path = abs.string();
+    }
+    ZENMOE_RETURN_IF_ERROR(validate_fields(header, path));
+    ZENMOE_RETURN_IF_ERROR(place_tensors(&header, path));
+    if (!write_tensor && !header.tensors.empty()) return Error{path + ": no tensor writer given"};
+    return write_plan_files(path, header, write_tensor, progress);
+  } catch (const std::exception& e) {
+    return Error{path + ": plan not written: " + e.what()};
+  } catch (...) {
+    return Error{path + ": plan not written: unknown exception"};
+  }
+}
+
+Status layout_tensors(PlanHeader* header) {
+  // The side file name is chosen by write_plan when empty; it does not affect the layout.
+  const bool unnamed = header->weights_file.empty();
+  if (unnamed) header->weights_file = "plan.weights";
+  Status s = validate_fields(*header, "plan");
+  if (s) s = place_tensors(header, "plan");
+  if (unnamed) header->weights_file.clear();
+  return s;
+}
+
+// --- reading ---------------------------------------------------------------------------------
+
+LoadedPlan::LoadedPlan(LoadedPlan&& o) noexcept
+    : header(std::move(o.header)), path(std::move(o.path)), weights_path(std::move(o.weights_path)),
+      base_(o.base_), size_(o.size_) {
+  o.base_ = nullptr;
+  o.size_ = 0;
+}
+
+LoadedPlan& LoadedPlan::operator=(LoadedPlan&& o) noexcept {
+  if (this != &o) {
+    if (base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), size_);
+    header = std::move(o.header);
+    path = std::move(o.path);
+    weights_path = std::move(o.weights_path);
+    base_ = o.base_;
+    size_ = o.size_;
+    o.base_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+
+LoadedPlan::~LoadedPlan() {
+  if (base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), size_);
+}
+
+int LoadedPlan::find_tensor(std::string_view name) const {
+  for (size_t i = 0; i < header.tensors.size(); ++i)
+    if (header.tensors[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+namespace {
+
+constexpr uint64_t kMaxPlanBytes = uint64_t{1} << 30;  // the document is text, never this big
+
+Expected<std::string> read_small_file(const std::string& path) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return Error{path + ": cannot open plan: " + errno_text()};
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) return Error{path + ": cannot stat plan: " + errno_text()};
+  if (!S_ISREG(st.st_mode)) return Error{path + ": plan is not a regular file"};
+  if (static_cast<uint64_t>(st.st_size) > kMaxPlanBytes)
+    return Error{path + ": plan is " + std::to_string(st.st_size) + " bytes, more than a plan can be"};
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t r = ::read(f.fd, bytes.data() + done, bytes.size() - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Error{path + ": read failed: " + errno_text()};
+    if (r == 0) break;
+    done += static_cast<size_t>(r);
+  }
+  bytes.resize(done);
+  return bytes;
+}
+
+// Maps the side file read-only and checks its header against the plan.
+Status map_side_file(const std::string& path, const PlanHeader& h, uint64_t weights_id,
+                     const uint8_t** base, uint64_t* size) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return Error{path + ": cannot open the plan's weights: " + errno_text()};
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return Error{path + ": the plan's weights are not a regular file"};
+  const auto real = static_cast<uint64_t>(st.st_size);
+  if (real != h.weights_bytes)
+    return Error{path + ": weights file is " + std::to_string(real) + " bytes, the plan expects " +
+                 std::to_string(h.weights_bytes) + (real < h.weights_bytes ? " (truncated)" : "")};
+  void* p = ::mmap(nullptr, static_cast<size_t>(real), PROT_READ, MAP_SHARED, f.fd, 0);
+  if (p == MAP_FAILED) return Error{path + ": cannot map the plan's weights: " + errno_text()};
+  Status s = check_weights_header(static_cast<const uint8_t*>(p), real, h, weights_id, path);
+  if (!s) {
+    ::munmap(p, static_cast<size_t>(real));
+    return s;
+  }
+  *base = static_cast<const uint8_t*>(p);
+  *size = real;
+  return Status::ok();
+}
+
+}  // namespace
+
+namespace detail {
+
+Expected<PlanHeader> parse_plan(const uint8_t* data, size_t n, const std::string& where,
+                                uint64_t* weights_id) {
+  if (n < 4 || std::memcmp(data, kPlanMagic, 4) != 0)
+    return Error{where + ": not a zenmoe plan (no ZPLN magic)"};
+  if (n < 8) return Error{where + ": plan is truncated (" + std::to_string(n) + " bytes)"};
+  const uint32_t version = get_u32(data + 4);
+  if (version != kPlanVersion)
+    return Error{where + ": plan was made by plan format version " + std::to_string(version) +
+                 ", this zenmoe reads version " + std::to_string(kPlanVersion) + " — recompile"};
+  if (n < kPlanHeaderBytes)
+    return Error{where + ": plan is truncated (" + std::to_string(n) + " bytes)"};
+  const uint64_t doc_n = get_u64(data + 8), kern_n = get_u64(data + 16);
+  const uint64_t body = n - kPlanHeaderBytes;
+  if (doc_n > body || kern_n != body - doc_n)
+    return Error{where + ": plan is truncated or has trailing bytes (sections of " + std::to_string(doc_n) +
+                 " + " + std::to_string(kern_n) + " bytes, " + std::to_string(body) + " present)"};
+  const uint8_t* doc = data + kPlanHeaderBytes;
+  uint64_t sum = fnv1a(doc, static_cast<size_t>(doc_n));
+  sum = fnv1a(doc + doc_n, static_cast<size_t>(kern_n), sum);
+  if (sum != get_u64(data + 32)) return Error{where + ": plan is corrupt (checksum mismatch)"};
+  *weights_id = get_u64(data + 24);
+  if (*weights_id != fnv1a(doc, static_cast<size_t>(doc_n)))
+    return Error{where + ": plan is corrupt (weights id does not match its document)"};
+  PlanHeader h;
+  const std::string_view text(reinterpret_cast<const char*>(doc), static_cast<size_t>(doc_n));
+  ZENMOE_RETURN_IF_ERROR(decode_json(text, where, &h));
+  if (kern_n != h.kernels.size() * sizeof(KernelDesc))
+    return Error{where + ": kernel table holds " + std::to_string(kern_n) + " bytes, not " +
+                 std::to_string(h.kernels.size()) + " descriptors of " + std::to_string(sizeof(KernelDesc))};
+  if (kern_n != 0) std::memcpy(static_cast<void*>(h.kernels.data()), doc + doc_n, static_cast<size_t>(kern_n));
+  ZENMOE_RETURN_IF_ERROR(validate_fields(h, where));
+  ZENMOE_RETURN_IF_ERROR(validate_placement(h, where));
+  return h;
+}
+
+Status check_weights_header(const uint8_t* data, uint64_t n, const PlanHeader& h, uint64_t weights_id,
+                            const std::string& where) {
+  if (n < kWeightsHeaderBytes || std::memcmp(data, kWeightsMagic, 4) != 0)
+    return Error{where + ": not a zenmoe plan weights file (no ZPLW magic)"};
+  if (get_u32(data + 4) != kPlanVersion)
+    return Error{where + ": weights file has plan format version " + std::to_string(get_u32(data + 4)) +
+                 ", this zenmoe reads version " + std::to_string(kPlanVersion) + " — recompile"};
+  if (get_u64(data + 8) != weights_id)
+    return Error{where + ": weights file belongs to another compile of the plan — recompile"};
+  if (get_u64(data + 16) != n || n != h.weights_bytes)
+    return Error{where + ": weights file header says " + std::to_string(get_u64(data + 16)) +
+                 " bytes, the file has " + std::to_string(n)};
+  return Status::ok();
+}
+
+}  // namespace detail
+
+Expected<LoadedPlan> read_plan(const std::string& path) {
+  Expected<std::string> bytes = read_small_file(path);
+  if (!bytes) return Error{bytes.error()};
+  uint64_t weights_id = 0;
+  Expected<PlanHeader> h =
+      parse_plan(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size(), path, &weights_id);
+  if (!h) return Error{h.error()};
+  LoadedPlan plan;
+  plan.path = path;
+  plan.weights_path = (fs::path(path).parent_path() / h->weights_file).string();
+  plan.header = std::move(*h);
+  ZENMOE_RETURN_IF_ERROR(map_side_file(plan.weights_path, plan.header, weights_id, &plan.base_, &plan.size_));
+  return plan;
+}
+
+}  // namespace zenmoe::plan

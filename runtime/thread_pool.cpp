@@ -1,0 +1,152 @@
+#include "runtime/thread_pool.h"
+
+#include <hwloc.h>
+
+#include <chrono>
+
+namespace zenmoe {
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
+// The hwloc topology, kept for the pool's lifetime so threads can bind themselves.
+struct ThreadPool::Topology {
+  hwloc_topology_t topo = nullptr;
+  int n_cores = 0;
+  ~Topology() {
+    if (topo != nullptr) hwloc_topology_destroy(topo);
+  }
+  bool load() {
+    if (hwloc_topology_init(&topo) != 0) return false;
+    if (hwloc_topology_load(topo) != 0) return false;
+    n_cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    return n_cores > 0;
+  }
+  // Binds the calling thread to core `index % n_cores`. False when hwloc refuses.
+  bool bind(int index) const {
+    hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, static_cast<unsigned>(index % n_cores));
+    if (core == nullptr || core->cpuset == nullptr) return false;
+    hwloc_cpuset_t set = hwloc_bitmap_dup(core->cpuset);
+    hwloc_bitmap_singlify(set);  // one PU of the core: no migration between SMT siblings
+    const int rc = hwloc_set_cpubind(topo, set, HWLOC_CPUBIND_THREAD);
+    hwloc_bitmap_free(set);
+    return rc == 0;
+  }
+};
+
+ThreadPool::ThreadPool(const ThreadPoolOptions& opts) : n_threads_(opts.n_threads), spin_us_(opts.spin_us) {}
+
+Expected<std::unique_ptr<ThreadPool>> ThreadPool::create(const ThreadPoolOptions& opts) {
+  if (opts.n_threads < 1 || opts.n_threads > 1024)
+    return Error{"thread pool: thread count " + std::to_string(opts.n_threads) + " is not in 1..1024"};
+  std::unique_ptr<ThreadPool> pool(new ThreadPool(opts));
+  bool pinned = false;
+  if (opts.pin) {
+    auto topo = std::make_unique<Topology>();
+    if (topo->load()) {
+      pool->topo_ = std::move(topo);
+      pinned = pool->topo_->bind(0);
+    }
+  }
+  if (pinned) {
+    pool->placement_ = "pinned to cores 0.." + std::to_string(opts.n_threads - 1);
+    if (opts.n_threads > pool->topo_->n_cores)
+      pool->placement_ += " (" + std::to_string(pool->topo_->n_cores) + " cores: threads share cores)";
+  } else {
+    pool->placement_ = opts.pin ? "not pinned (hwloc could not bind threads)" : "not pinned";
+    pool->topo_.reset();
+  }
+  for (int i = 1; i < opts.n_threads; ++i) pool->threads_.emplace_back(&ThreadPool::worker, pool.get(), i);
+  return pool;
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_.store(true);
+    generation_.fetch_add(1);
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::worker(int index) {
+  if (topo_) topo_->bind(index);
+  uint64_t seen = 0;
+  for (;;) {
+    // Spin first: between the ops of one forward pass the next job arrives within microseconds.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    while (g == seen && std::chrono::steady_clock::now() < deadline) {
+      for (int i = 0; i < 64; ++i) cpu_relax();
+      g = generation_.load(std::memory_order_acquire);
+    }
+    if (g == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      sleepers_.fetch_add(1);
+      cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      sleepers_.fetch_sub(1);
+      g = generation_.load(std::memory_order_acquire);
+    }
+    seen = g;
+    if (stop_.load()) return;
+    (*job_)(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void ThreadPool::run(const std::function<void(int)>& fn) {
+  if (n_threads_ == 1) {
+    fn(0);
+    return;
+  }
+  job_ = &fn;
+  pending_.store(n_threads_ - 1, std::memory_order_release);
+  {
+    // The lock orders the publish against a worker that is about to sleep.
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  if (sleepers_.load() > 0) cv_.notify_all();
+  fn(0);
+  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+}
+
+Range split_range(int64_t n, int parts, int i, int64_t unit) {
+  if (unit < 1) unit = 1;
+  const int64_t units = (n + unit - 1) / unit;
+  const int64_t per = units / parts, extra = units % parts;
+  const int64_t u0 = i * per + (i < extra ? i : extra);
+  const int64_t u1 = u0 + per + (i < extra ? 1 : 0);
+  Range r{u0 * unit, u1 * unit};
+  if (r.begin > n) r.begin = n;
+  if (r.end > n) r.end = n;
+  return r;
+}
+
+CacheSizes detect_cache_sizes() {
+  static const CacheSizes sizes = [] {
+    CacheSizes c;
+    ThreadPool::Topology t;
+    if (!t.load()) return c;
+    hwloc_obj_t pu = hwloc_get_obj_by_type(t.topo, HWLOC_OBJ_PU, 0);
+    for (hwloc_obj_t o = pu; o != nullptr; o = o->parent) {
+      if (o->attr == nullptr || !hwloc_obj_type_is_dcache(o->type)) continue;
+      const auto bytes = static_cast<int64_t>(o->attr->cache.size);
+      if (o->attr->cache.depth == 1) c.l1d = bytes;
+      if (o->attr->cache.depth == 2) c.l2 = bytes;
+      if (o->attr->cache.depth == 3) c.l3 = bytes;
+    }
+    return c;
+  }();
+  return sizes;
+}
+
+}  // namespace zenmoe

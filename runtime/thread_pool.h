@@ -1,0 +1,77 @@
+// One persistent pool of worker threads pinned to cores (hwloc), used by the fast executor.
+// run() hands the same function to every thread (the caller is thread 0) and returns when all
+// have finished: one barrier per call. Idle workers spin briefly, then sleep, so a pool costs
+// nothing while the front end samples or waits for input.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/status.h"
+
+namespace zenmoe {
+
+struct ThreadPoolOptions {
+  int n_threads = 1;      // threads including the caller; at least 1
+  bool pin = true;        // bind thread i to core i (hwloc); skipped when the topology is unknown
+  int spin_us = 200;      // how long an idle worker spins before it sleeps
+};
+
+class ThreadPool {
+ public:
+  static Expected<std::unique_ptr<ThreadPool>> create(const ThreadPoolOptions& opts);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+  // Calls fn(thread_index) on every thread (0 = the caller) and waits for all of them.
+  // Not reentrant: fn must not call run() again.
+  void run(const std::function<void(int)>& fn);
+  // Where the threads were bound, e.g. "pinned to cores 0,1" or "not pinned (...)".
+  const std::string& placement() const { return placement_; }
+
+ private:
+  explicit ThreadPool(const ThreadPoolOptions& opts);
+  void worker(int index);
+
+  int n_threads_ = 1;
+  int spin_us_ = 200;
+  std::vector<std::thread> threads_;
+  const std::function<void(int)>* job_ = nullptr;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<int> sleepers_{0};
+  std::string placement_;
+
+ public:
+  struct Topology;  // hwloc's view of the machine (thread_pool.cpp)
+
+ private:
+  std::unique_ptr<Topology> topo_;
+};
+
+// Splits [0, n) into `parts` contiguous ranges in units of `unit` (the last may be short);
+// returns part `i`'s range. Empty ranges when n is small.
+struct Range {
+  int64_t begin = 0, end = 0;
+};
+Range split_range(int64_t n, int parts, int i, int64_t unit = 1);
+
+// Data cache sizes of the first core as the machine reports them (hwloc); 0 when unknown.
+struct CacheSizes {
+  int64_t l1d = 0, l2 = 0, l3 = 0;
+};
+CacheSizes detect_cache_sizes();
+
+}  // namespace zenmoe

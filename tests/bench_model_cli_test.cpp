@@ -1,0 +1,128 @@
+// `zenmoe bench model` on the tiny oracle model at tiny sizes: the JSON carries every required
+// field with positive, mutually consistent values; the text table and --profile print; bad
+// flags exit 1 with one error line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "runtime/gguf.h"
+#include "tools/model_stats.h"
+
+namespace zenmoe::tools {
+namespace {
+
+struct RunResult {
+  int status = -1;
+  std::string out, err;
+};
+
+RunResult run_cli(const std::string& args) {
+  // One file per process: ctest runs the tests of this file in parallel processes.
+  const std::string err_path =
+      ::testing::TempDir() + "bench_model_cli_stderr_" + std::to_string(getpid()) + ".txt";
+  const std::string cmd = std::string(ZENMOE_BINARY) + " " + args + " 2>" + err_path;
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  std::ifstream f(err_path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  r.err = ss.str();
+  std::remove(err_path.c_str());
+  return r;
+}
+
+const std::string kModel = std::string(ZENMOE_ORACLE_DIR) + "/tiny-q4ks.gguf";
+// Small enough for the sanitizer build: a 2 MiB bandwidth buffer, 4 prompt tokens, 2 decodes.
+const std::string kTiny = " -p 4 -n 2 --reps 1 --warmup 0 --bw-mib 2 --bw-reps 1";
+
+TEST(BenchModelCli, JsonHasRequiredFields) {
+  RunResult r = run_cli("bench model " + kModel + " -t 1,2 --json --profile" + kTiny);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 2u);
+  auto model = gguf::Model::open(kModel);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  auto stats = compute_stats(*model);
+  ASSERT_TRUE(stats.has_value()) << stats.error();
+  for (size_t i = 0; i < j.size(); ++i) {
+    const nlohmann::json& o = j[i];
+    for (const char* k : {"threads", "prompt_tokens", "prefill_tok_s", "gen_tokens", "decode_tok_s",
+                          "bytes_per_token", "read_bw_gbps", "bw_fraction"}) {
+      ASSERT_TRUE(o.contains(k)) << k;
+      ASSERT_TRUE(o[k].is_number()) << k;
+      EXPECT_GT(o[k].get<double>(), 0.0) << k;
+    }
+    EXPECT_EQ(o["threads"].get<int>(), static_cast<int>(i) + 1);
+    EXPECT_EQ(o["prompt_tokens"].get<int>(), 4);
+    EXPECT_EQ(o["gen_tokens"].get<int>(), 2);
+    EXPECT_EQ(o["bytes_per_token"].get<uint64_t>(), stats->active_bytes);
+    // The figures derive from each other as documented.
+    const double eff = o["bytes_per_token"].get<double>() * o["decode_tok_s"].get<double>() / 1e9;
+    EXPECT_NEAR(o["effective_gbps"].get<double>(), eff, 1e-9 * eff + 1e-12);
+    EXPECT_NEAR(o["bw_fraction"].get<double>(), eff / o["read_bw_gbps"].get<double>(), 1e-9);
+    EXPECT_NEAR(o["prefill_tok_s"].get<double>() * o["prefill_s"].get<double>(), 4.0, 1e-6);
+    EXPECT_NEAR(o["decode_tok_s"].get<double>() * o["decode_s"].get<double>(), 2.0, 1e-6);
+    // Both engines time their ops; whatever they report ran inside the timed phase.
+    const std::pair<const char*, const char*> phases[] = {{"profile_prefill_s", "prefill_s"},
+                                                          {"profile_decode_s", "decode_s"}};
+    for (const auto& [phase, phase_s] : phases) {
+      ASSERT_TRUE(o.contains(phase)) << phase;
+      ASSERT_TRUE(o[phase].is_object() && !o[phase].empty()) << o[phase].dump();
+      double sum = 0;
+      for (const auto& [op, s] : o[phase].items()) {
+        EXPECT_GT(s.get<double>(), 0.0) << op;
+        sum += s.get<double>();
+      }
+      EXPECT_LE(sum, o[phase_s].get<double>() * 1.01 + 1e-3);  // ops run inside the timed phase
+    }
+  }
+}
+
+TEST(BenchModelCli, TextTable) {
+  RunResult r = run_cli("bench model -m " + kModel + " --profile --ref" + kTiny);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("MB of weights read per decoded token, reference engine"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decode tok/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("matmul"), std::string::npos) << r.out;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+TEST(BenchModelCli, BadFlagsExitOneWithOneLine) {
+  const std::string cases[] = {
+      "bench model",
+      "bench model " + kModel + " -p 0",
+      "bench model " + kModel + " -n x",
+      "bench model " + kModel + " -t 0",
+      "bench model " + kModel + " --bogus",
+      "bench model " + kModel + " another.gguf",
+      "bench model " + kModel + " -m " + kModel,
+      "bench model /nonexistent/model.gguf" + kTiny,
+      "bench model " + kModel + " --clock sundial",
+      "bench nothing",
+  };
+  for (const std::string& c : cases) {
+    RunResult r = run_cli(c);
+    EXPECT_EQ(r.status, 1) << c;
+    EXPECT_TRUE(r.out.empty()) << c << ": " << r.out;
+    EXPECT_EQ(r.err.rfind("zenmoe: ", 0), 0u) << c << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c << ": " << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace zenmoe::tools

@@ -1,0 +1,40 @@
+// Running the built `zenmoe` binary from tests: one helper shared by the CLI tests.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace zenmoe::testing_cli {
+
+struct CliResult {
+  int status = -1;  // exit status, -1 when killed by a signal
+  std::string out, err;
+};
+
+inline std::string slurp_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `zenmoe <args>` (args already shell-quoted where needed) with stdout and stderr captured
+// in files under `scratch` (a directory private to the calling test).
+inline CliResult run_zenmoe(const std::string& args, const std::filesystem::path& scratch) {
+  const auto out = scratch / "cli_stdout", err = scratch / "cli_stderr";
+  const std::string cmd = std::string("'") + ZENMOE_BINARY + "' " + args + " >'" + out.string() + "' 2>'" +
+                          err.string() + "' </dev/null";
+  const int raw = std::system(cmd.c_str());
+  CliResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.out = slurp_file(out);
+  r.err = slurp_file(err);
+  return r;
+}
+
+}  // namespace zenmoe::testing_cli

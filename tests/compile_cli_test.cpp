@@ -1,0 +1,91 @@
+// zenmoe compile: a plan runs without repacking and gives the same logits as its GGUF compiled
+// in memory; a plan whose GGUF changed or vanished is refused with one line; bad flags and
+// unwritable outputs fail cleanly without leaving files behind.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "tests/cli_util.h"
+
+namespace zenmoe {
+namespace {
+
+namespace fs = std::filesystem;
+using testing_cli::CliResult;
+
+class CompileCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("zenmoe_compile_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    gguf_ = dir_ / "model.gguf";
+    fs::copy_file(fs::path(ZENMOE_ORACLE_DIR) / "tiny-q4ks.gguf", gguf_);
+    plan_ = dir_ / "model.zplan";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  CliResult zenmoe(const std::string& args) { return testing_cli::run_zenmoe(args, dir_); }
+  void expect_one_line_error(const std::string& args, const std::string& needle) {
+    CliResult r = zenmoe(args);
+    EXPECT_EQ(r.status, 1) << args;
+    EXPECT_EQ(r.err.rfind("zenmoe: ", 0), 0u) << args << " -> " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " -> " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << " -> " << r.err;
+  }
+  std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+
+  fs::path dir_, gguf_, plan_;
+};
+
+TEST_F(CompileCli, PlanGivesTheLogitsOfItsGguf) {
+  CliResult c = zenmoe("compile " + q(gguf_) + " -o " + q(plan_) + " --threads 2");
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_TRUE(fs::exists(plan_));
+  EXPECT_TRUE(fs::exists(dir_ / "model.zplan.weights"));
+  const std::string toks = " --tokens '1 17 200 3 45 9 8' --mode prefill -o ";
+  ASSERT_EQ(zenmoe("logits -m " + q(plan_) + toks + q(dir_ / "plan.f32")).status, 0);
+  ASSERT_EQ(zenmoe("logits -m " + q(gguf_) + toks + q(dir_ / "gguf.f32")).status, 0);
+  const std::string a = testing_cli::slurp_file(dir_ / "plan.f32"), b = testing_cli::slurp_file(dir_ / "gguf.f32");
+  EXPECT_EQ(a.size(), 7u * 512u * 4u);
+  EXPECT_EQ(a, b);
+  CliResult r = zenmoe("run -m " + q(plan_) + " -p 'Hello world' -n 4 --temp 0 --ignore-eos");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("decode"), std::string::npos) << r.err;
+}
+
+TEST_F(CompileCli, DumpAfterPrintsTheIr) {
+  CliResult c = zenmoe("compile " + q(gguf_) + " -o " + q(plan_) + " --dump-after all");
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(c.err.find("; IR after verify"), std::string::npos);
+  EXPECT_NE(c.err.find("graph deepseek2 {"), std::string::npos);
+}
+
+TEST_F(CompileCli, ChangedOrMissingGgufIsRefused) {
+  ASSERT_EQ(zenmoe("compile " + q(gguf_) + " -o " + q(plan_)).status, 0);
+  const std::string run = "logits -m " + q(plan_) + " --tokens '1 2' --mode prefill -o " + q(dir_ / "x.f32");
+  fs::copy_file(fs::path(ZENMOE_ORACLE_DIR) / "tiny-f16.gguf", gguf_, fs::copy_options::overwrite_existing);
+  expect_one_line_error(run, "changed since the plan was compiled");
+  fs::remove(gguf_);
+  expect_one_line_error(run, "is missing");
+  EXPECT_FALSE(fs::exists(dir_ / "x.f32"));
+}
+
+TEST_F(CompileCli, BadInputsFailCleanly) {
+  expect_one_line_error("compile " + q(gguf_) + " --target zen9", "unknown --target 'zen9'");
+  expect_one_line_error("compile " + q(dir_ / "absent.gguf"), "absent.gguf");
+  expect_one_line_error("compile " + q(gguf_) + " -t 0", "threads");
+  expect_one_line_error("compile", "one model file");
+  expect_one_line_error("compile " + q(gguf_) + " -o /nonexistent/dir/m.zplan", "/nonexistent/dir");
+  // A plan that is not a plan.
+  fs::copy_file(fs::path(ZENMOE_ORACLE_DIR) / "tiny-q4ks.dequant.json", dir_ / "bad.zplan");
+  expect_one_line_error("run -m " + q(dir_ / "bad.zplan") + " -p hi -n 1", "bad.zplan");
+  for (const auto& e : fs::directory_iterator(dir_))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+}
+
+}  // namespace
+}  // namespace zenmoe

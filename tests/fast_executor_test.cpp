@@ -1,0 +1,218 @@
+// The fast executor against the reference executor on a model with the bench preset's shapes
+// (two layers: the leading dense one and one MoE layer of 16 experts, Q4_K_S mix), plus its
+// building blocks: the thread pool, range splitting and the arena memory plan.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "codegen/isa.h"
+#include "ir/memory_plan.h"
+#include "runtime/compiled_model.h"
+#include "runtime/fast_executor.h"
+#include "runtime/gguf.h"
+#include "runtime/ref_executor.h"
+#include "runtime/ref_executor_model.h"
+#include "runtime/thread_pool.h"
+#include "tests/cli_util.h"
+
+namespace zenmoe {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(ThreadPool, EveryThreadRunsEveryJobOnce) {
+  for (int n : {1, 2, 3, 5}) {
+    auto pool = ThreadPool::create({n, false, 50});
+    ASSERT_TRUE(pool.has_value()) << pool.error();
+    std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+    for (int job = 0; job < 200; ++job) (*pool)->run([&](int tid) { hits[static_cast<size_t>(tid)]++; });
+    for (int i = 0; i < n; ++i) EXPECT_EQ(hits[static_cast<size_t>(i)].load(), 200) << n << " threads, thread " << i;
+  }
+}
+
+TEST(ThreadPool, WakesSleepingWorkers) {
+  auto pool = ThreadPool::create({2, true, 1});
+  ASSERT_TRUE(pool.has_value());
+  std::atomic<int> sum{0};
+  for (int job = 0; job < 5; ++job) {
+    usleep(2000);  // longer than the spin: the worker is asleep when the job arrives
+    (*pool)->run([&](int tid) { sum += tid + 1; });
+  }
+  EXPECT_EQ(sum.load(), 15);
+  EXPECT_FALSE((*pool)->placement().empty());
+}
+
+TEST(ThreadPool, RejectsBadThreadCounts) {
+  EXPECT_FALSE(ThreadPool::create({0, false, 1}).has_value());
+  EXPECT_FALSE(ThreadPool::create({5000, false, 1}).has_value());
+}
+
+TEST(SplitRange, CoversEverythingOnceInUnits) {
+  for (int64_t n : {0, 1, 7, 16, 100, 513})
+    for (int parts : {1, 2, 3, 8})
+      for (int64_t unit : {1, 8, 16}) {
+        int64_t next = 0;
+        for (int i = 0; i < parts; ++i) {
+          const Range r = split_range(n, parts, i, unit);
+          if (r.begin == r.end) continue;
+          EXPECT_EQ(r.begin, next) << n << " " << parts << " " << unit;
+          EXPECT_TRUE(r.begin % unit == 0) << n << " " << parts << " " << unit;
+          next = r.end;
+        }
+        EXPECT_EQ(next, n) << n << " " << parts << " " << unit;
+      }
+}
+
+TEST(MemoryPlan, LiveValuesNeverOverlap) {
+  auto model = gguf::Model::open(std::string(ZENMOE_ORACLE_DIR) + "/tiny-q4ks.gguf");
+  ASSERT_TRUE(model.has_value()) << model.error();
+  auto g = build_graph_from_gguf(*model);
+  ASSERT_TRUE(g.has_value()) << g.error();
+  auto plan = ir::plan_memory(*g, 8);
+  ASSERT_TRUE(plan.has_value()) << plan.error();
+  EXPECT_LT(plan->arena_bytes, plan->naive_bytes / 4);  // reuse across layers
+  // Interval of each value: defined .. last used (outputs live to the end); reshape shares.
+  const size_t nv = g->values.size();
+  std::vector<int64_t> def(nv, -1), last(nv, -1);
+  for (size_t k = 0; k < g->nodes.size(); ++k) {
+    for (int in : g->nodes[k].inputs) last[static_cast<size_t>(in)] = static_cast<int64_t>(k);
+    for (int out : g->nodes[k].outputs) def[static_cast<size_t>(out)] = static_cast<int64_t>(k);
+  }
+  for (int out : g->outputs) last[static_cast<size_t>(out)] = static_cast<int64_t>(g->nodes.size());
+  for (size_t a = 0; a < nv; ++a) {
+    if (plan->offset[a] < 0) continue;
+    EXPECT_EQ(plan->offset[a] % 64, 0);
+    EXPECT_LE(plan->offset[a] + plan->bytes[a], plan->arena_bytes);
+    for (size_t b = a + 1; b < nv; ++b) {
+      if (plan->offset[b] < 0 || plan->offset[a] == plan->offset[b]) continue;  // reshape aliases
+      const bool overlap_mem = plan->offset[a] < plan->offset[b] + plan->bytes[b] &&
+                               plan->offset[b] < plan->offset[a] + plan->bytes[a];
+      const bool overlap_time = def[a] <= std::max(last[b], def[b]) && def[b] <= std::max(last[a], def[a]);
+      EXPECT_FALSE(overlap_mem && overlap_time) << g->values[a].name << " / " << g->values[b].name;
+    }
+  }
+  EXPECT_FALSE(ir::plan_memory(*g, 0).has_value());
+}
+
+// KL(p || q) of the softmaxes of two logit rows, and whether their argmax agrees.
+struct Agreement {
+  double kl_sum = 0;
+  int top1 = 0, n = 0;
+  void add(const float* ref, const float* ours, int v) {
+    auto lsm = [v](const float* x) {
+      std::vector<double> l(static_cast<size_t>(v));
+      const double m = *std::max_element(x, x + v);
+      double s = 0;
+      for (int i = 0; i < v; ++i) s += std::exp(x[i] - m);
+      for (int i = 0; i < v; ++i) l[static_cast<size_t>(i)] = x[i] - m - std::log(s);
+      return l;
+    };
+    const auto lp = lsm(ref), lq = lsm(ours);
+    double kl = 0;
+    for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+    kl_sum += kl;
+    top1 += std::max_element(ref, ref + v) - ref == std::max_element(ours, ours + v) - ours;
+    ++n;
+  }
+};
+
+class FastVsReference : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("zenmoe_fast_exec_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    path_ = (dir_ / "bench2.gguf").string();
+    const auto r = testing_cli::run_zenmoe("mkmodel --preset bench --layers 2 --experts 16 -o '" + path_ + "'", dir_);
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  static std::unique_ptr<Executor> fast(const gguf::Model& m, int threads, int max_batch) {
+    CompileOptions co;
+    co.target = {isa::host_level(), isa::host_tuning()};
+    auto cm = compile_in_memory(m, co);
+    EXPECT_TRUE(cm.has_value()) << cm.error();
+    if (!cm) return nullptr;
+    FastExecutorOptions fo;
+    fo.base.n_ctx = 256;
+    fo.base.n_threads = threads;
+    fo.max_batch = max_batch;
+    auto ex = make_fast_executor(std::make_shared<const CompiledModel>(std::move(*cm)), fo);
+    EXPECT_TRUE(ex.has_value()) << ex.error();
+    return ex ? std::unique_ptr<Executor>(std::move(*ex)) : nullptr;
+  }
+
+  static inline fs::path dir_;
+  static inline std::string path_;
+};
+
+TEST_F(FastVsReference, BenchShapesAgreeOver64Positions) {
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  ExecutorOptions ro;
+  ro.n_ctx = 256;
+  auto ref = make_reference_executor(*model, ro);
+  ASSERT_TRUE(ref.has_value()) << ref.error();
+  const int V = (*ref)->n_vocab(), T = 64;
+  std::mt19937 rng(7);
+  std::vector<int32_t> tokens(T);
+  for (auto& t : tokens) t = static_cast<int32_t>(rng() % static_cast<unsigned>(V));
+  std::vector<float> want(static_cast<size_t>(T * V)), prefill(want.size()), decode(want.size());
+  ASSERT_TRUE((*ref)->eval(tokens, want.data(), true).is_ok());
+
+  auto one = fast(*model, 1, 24);  // 64 tokens: chunks of 24, 24, 16
+  ASSERT_TRUE(one);
+  ASSERT_TRUE(one->eval(tokens, prefill.data(), true).is_ok());
+  auto two = fast(*model, 2, 8);
+  ASSERT_TRUE(two);
+  for (int t = 0; t < T; ++t)
+    ASSERT_TRUE(two->eval({&tokens[static_cast<size_t>(t)], 1}, decode.data() + t * V, false).is_ok());
+  Agreement p, d;
+  for (int t = 0; t < T; ++t) {
+    p.add(want.data() + t * V, prefill.data() + t * V, V);
+    d.add(want.data() + t * V, decode.data() + t * V, V);
+  }
+  std::printf("[fast] bench-shaped prefill: top-1 %.4f mean KL %.3e | decode (2 threads): top-1 %.4f mean KL %.3e\n",
+              p.top1 / double(p.n), p.kl_sum / p.n, d.top1 / double(d.n), d.kl_sum / d.n);
+  EXPECT_GE(p.top1, 0.95 * T);
+  EXPECT_LE(p.kl_sum / p.n, 5e-3);
+  EXPECT_GE(d.top1, 0.95 * T);
+  EXPECT_LE(d.kl_sum / d.n, 5e-3);
+
+  // Same engine, same input: identical bits; reset forgets the sequence.
+  one->reset();
+  std::vector<float> again(want.size());
+  ASSERT_TRUE(one->eval(tokens, again.data(), true).is_ok());
+  EXPECT_EQ(0, std::memcmp(again.data(), prefill.data(), again.size() * sizeof(float)));
+}
+
+TEST_F(FastVsReference, RefusesBadTokensAndContextOverflow) {
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  auto ex = fast(*model, 2, 16);
+  ASSERT_TRUE(ex);
+  std::vector<float> logits(static_cast<size_t>(ex->n_vocab()));
+  const int32_t bad = ex->n_vocab() + 5;
+  Status s = ex->eval({&bad, 1}, logits.data(), false);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("outside the vocabulary"), std::string::npos) << s.message();
+  std::vector<int32_t> many(300, 1);
+  s = ex->eval(many, logits.data(), false);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("context limit"), std::string::npos) << s.message();
+  EXPECT_EQ(ex->n_past(), 0);
+  EXPECT_TRUE(ex->eval({many.data(), 3}, logits.data(), false).is_ok());
+  EXPECT_EQ(ex->n_past(), 3);
+}
+
+}  // namespace
+}  // namespace zenmoe

@@ -1,0 +1,277 @@
+// `zenmoe bench model MODEL`: whole-model prefill and decode speed per thread count, the weight
+// bytes one decoded token reads, and that traffic as a fraction of the read bandwidth measured
+// in the same run, right before the model runs with the same thread count. Every figure is the
+// median over repetitions. Written against the Executor interface through tools/engine.h, so
+// it measures whichever engine the front ends would use.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/executor.h"
+#include "runtime/gguf.h"
+#include "tools/args.h"
+#include "tools/bench.h"
+#include "tools/engine.h"
+#include "tools/model_stats.h"
+#include "tools/roofline.h"
+
+namespace zenmoe::tools {
+namespace {
+
+const std::vector<FlagSpec> kFlags = {
+    {"model", "m", true, "model file (or give it as the first argument)"},
+    {"threads", "t", true, "thread counts to measure, e.g. 1,2 (default 1)"},
+    {"prompt", "p", true, "prompt tokens for the prefill figure (default 512)"},
+    {"n-gen", "n", true, "tokens decoded one at a time for the decode figure (default 128)"},
+    {"reps", "r", true, "repetitions per thread count; medians are reported (default 3)"},
+    {"warmup", "", true, "untimed runs before the repetitions (default 1)"},
+    {"json", "", false, "print a JSON list, one object per thread count"},
+    {"profile", "", false, "time per op kind (as the engine reports it)"},
+    {"ref", "", false, "measure the scalar reference executor"},
+    {"bw-mib", "", true, "read-bandwidth buffer in MiB (default: 4x L3 and at least 1024)"},
+    {"bw-reps", "", true, "timed passes of the read-bandwidth probe (default 5)"},
+    {"isa", "", true, "cap the bandwidth probe's loads: avx512, avx2 or scalar"},
+    {"clock", "", true, "wall (default) or cpu: process CPU time / threads"},
+    {"help", "h", false, "print this help"},
+};
+
+struct Options {
+  std::string model;
+  std::vector<int> threads;
+  int prompt = 512, gen = 128, reps = 3, warmup = 1, bw_reps = 5;
+  int64_t bw_bytes = 0;
+  LoadIsa isa = LoadIsa::kScalar;
+  bool json = false, profile = false;
+  Engine engine = Engine::Best;
+};
+
+Expected<Options> parse_options(const Args& a) {
+  Options o;
+  const auto& pos = a.positionals();
+  if (pos.size() > 1) return Error{"bench model takes one model file, got '" + pos[1] + "' as well"};
+  if (!pos.empty() && a.has("model")) return Error{"give the model once (-m or as the argument), not both"};
+  o.model = pos.empty() ? a.get("model") : pos[0];
+  if (o.model.empty()) return Error{"bench model needs a model file (zenmoe bench model MODEL.gguf)"};
+  auto threads = parse_thread_list("threads", a.get("threads", "1"));
+  auto prompt = a.get_int("prompt", 512, 1, 1 << 20);
+  auto gen = a.get_int("n-gen", 128, 1, 1 << 20);
+  auto reps = a.get_int("reps", 3, 1, 1000);
+  auto warmup = a.get_int("warmup", 1, 0, 100);
+  auto bw_reps = a.get_int("bw-reps", 5, 1, 1000);
+  auto mib = a.get_int("bw-mib", dram_working_set_bytes(read_cache_sizes()) >> 20, 1, int64_t{1} << 20);
+  auto isa = choose_load_isa(a.get("isa"));
+  auto clock = parse_measure_clock(a.get("clock", "wall"));
+  for (const Status& s : {threads.status(), prompt.status(), gen.status(), reps.status(), warmup.status(),
+                          bw_reps.status(), mib.status(), isa.status(), clock.status()})
+    if (!s) return Error{s.message()};
+  set_measure_clock(*clock);
+  o.threads = *threads;
+  o.prompt = static_cast<int>(*prompt);
+  o.gen = static_cast<int>(*gen);
+  o.reps = static_cast<int>(*reps);
+  o.warmup = static_cast<int>(*warmup);
+  o.bw_reps = static_cast<int>(*bw_reps);
+  o.bw_bytes = *mib << 20;
+  o.isa = *isa;
+  o.json = a.has("json");
+  o.profile = a.has("profile");
+  o.engine = a.has("ref") ? Engine::Reference : Engine::Best;
+  return o;
+}
+
+int32_t argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// A deterministic prompt spread over the vocabulary (token 0 avoided: often a special token).
+std::vector<int32_t> synthetic_prompt(int n, int n_vocab) {
+  std::vector<int32_t> p(static_cast<size_t>(n));
+  const int64_t span = std::max(1, n_vocab - 1);
+  for (int i = 0; i < n; ++i) p[static_cast<size_t>(i)] = static_cast<int32_t>(1 + (int64_t{i} * 7919 + 13) % span);
+  return p;
+}
+
+using OpTimes = std::map<std::string, double>;  // seconds by op kind
+
+OpTimes snapshot(const Executor& ex) {
+  OpTimes t;
+  for (const auto& [op, s] : ex.profile()) t[op] += s;
+  return t;
+}
+
+// Adds what the engine accumulated since `before` to `into`.
+void add_since(const OpTimes& before, const OpTimes& now, OpTimes* into) {
+  for (const auto& [op, s] : now) {
+    auto it = before.find(op);
+    const double d = s - (it == before.end() ? 0.0 : it->second);
+    if (d > 0) (*into)[op] += d;
+  }
+}
+
+struct RunTimes {
+  double prefill_s = 0, decode_s = 0;
+};
+
+// One prefill of the prompt, then `gen` single-token decodes fed with the greedy choice. The
+// engine's per-op times of each phase are added to `prof` when given.
+Expected<RunTimes> run_once(Executor& ex, const std::vector<int32_t>& prompt, int gen, int threads,
+                            OpTimes (*prof)[2] = nullptr) {
+  std::vector<float> logits(static_cast<size_t>(ex.n_vocab()));
+  ex.reset();
+  RunTimes r;
+  const OpTimes start = prof ? snapshot(ex) : OpTimes{};
+  double t0 = measure_seconds(threads);
+  ZENMOE_RETURN_IF_ERROR(ex.eval(prompt, logits.data(), false));
+  r.prefill_s = measure_seconds(threads) - t0;
+  const OpTimes after_prefill = prof ? snapshot(ex) : OpTimes{};
+  if (prof) add_since(start, after_prefill, &(*prof)[0]);
+  int32_t next = argmax(logits);
+  t0 = measure_seconds(threads);
+  for (int i = 0; i < gen; ++i) {
+    ZENMOE_RETURN_IF_ERROR(ex.eval(std::span<const int32_t>(&next, 1), logits.data(), false));
+    next = argmax(logits);
+  }
+  r.decode_s = measure_seconds(threads) - t0;
+  if (prof) add_since(after_prefill, snapshot(ex), &(*prof)[1]);
+  return r;
+}
+
+struct Figures {
+  int threads = 0;
+  double prefill_tok_s = 0, decode_tok_s = 0, read_bw_gbps = 0, effective_gbps = 0, bw_fraction = 0;
+  double prefill_s = 0, decode_s = 0;  // medians, seconds per run
+  OpTimes profile[2];  // seconds per run by op kind: prefill, decode
+};
+
+Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthProbe& probe, int threads,
+                          uint64_t bytes_per_token) {
+  Figures f;
+  f.threads = threads;
+  {
+    ThreadTeam team(threads);  // released (caller unpinned) before the model runs
+    f.read_bw_gbps = probe.measure(team, o.bw_reps).median_gbps;
+  }
+  ExecutorOptions eo;
+  eo.n_ctx = o.prompt + o.gen + 1;
+  eo.n_threads = threads;
+  eo.profile = o.profile;
+  auto ex = make_engine(model, eo, o.engine);
+  if (!ex) return Error{ex.error()};
+  const std::vector<int32_t> prompt = synthetic_prompt(o.prompt, (*ex)->n_vocab());
+  for (int w = 0; w < o.warmup; ++w) {
+    auto r = run_once(**ex, prompt, o.gen, threads);
+    if (!r) return Error{r.error()};
+  }
+  std::vector<double> pre, dec, pre_s, dec_s;
+  for (int rep = 0; rep < o.reps; ++rep) {
+    auto r = run_once(**ex, prompt, o.gen, threads, &f.profile);
+    if (!r) return Error{r.error()};
+    pre_s.push_back(r->prefill_s);
+    dec_s.push_back(r->decode_s);
+    pre.push_back(r->prefill_s > 0 ? o.prompt / r->prefill_s : 0);
+    dec.push_back(r->decode_s > 0 ? o.gen / r->decode_s : 0);
+  }
+  f.prefill_tok_s = median(pre);
+  f.decode_tok_s = median(dec);
+  f.prefill_s = median(pre_s);
+  f.decode_s = median(dec_s);
+  f.effective_gbps = static_cast<double>(bytes_per_token) * f.decode_tok_s / 1e9;
+  f.bw_fraction = f.read_bw_gbps > 0 ? f.effective_gbps / f.read_bw_gbps : 0;
+  for (OpTimes& phase : f.profile)
+    for (auto& [op, s] : phase) s /= o.reps;
+  return f;
+}
+
+nlohmann::json to_json(const Options& o, const Figures& f, uint64_t bytes_per_token) {
+  nlohmann::json j = {{"model", o.model},
+                      {"engine", engine_name(o.engine)},
+                      {"threads", f.threads},
+                      {"prompt_tokens", o.prompt},
+                      {"prefill_tok_s", f.prefill_tok_s},
+                      {"prefill_s", f.prefill_s},
+                      {"gen_tokens", o.gen},
+                      {"decode_tok_s", f.decode_tok_s},
+                      {"decode_s", f.decode_s},
+                      {"bytes_per_token", bytes_per_token},
+                      {"effective_gbps", f.effective_gbps},
+                      {"read_bw_gbps", f.read_bw_gbps},
+                      {"bw_fraction", f.bw_fraction},
+                      {"reps", o.reps},
+                      {"clock", measure_clock_name()}};
+  if (o.profile) {
+    j["profile_prefill_s"] = f.profile[0];
+    j["profile_decode_s"] = f.profile[1];
+  }
+  return j;
+}
+
+void print_text(const Options& o, const Figures& f) {
+  std::printf("%7d %7d %13.2f %7d %12.2f %10.2f %9.2f %8.1f%%\n", f.threads, o.prompt, f.prefill_tok_s, o.gen,
+              f.decode_tok_s, f.read_bw_gbps, f.effective_gbps, 100.0 * f.bw_fraction);
+  if (!o.profile) return;
+  if (f.profile[0].empty() && f.profile[1].empty()) {
+    std::printf("        profile: the %s engine does not report per-op times\n", engine_name(o.engine));
+    return;
+  }
+  // Op kinds by total time, largest first; each phase's share of that phase.
+  std::vector<std::pair<double, std::string>> order;
+  double phase_total[2] = {0, 0};
+  for (int p = 0; p < 2; ++p)
+    for (const auto& [op, s] : f.profile[p]) phase_total[p] += s;
+  OpTimes both = f.profile[0];
+  for (const auto& [op, s] : f.profile[1]) both[op] += s;
+  for (const auto& [op, s] : both) order.emplace_back(s, op);
+  std::sort(order.rbegin(), order.rend());
+  std::printf("        %-16s %12s %7s %12s %7s\n", "op (per run)", "prefill ms", "", "decode ms", "");
+  for (const auto& [total, op] : order) {
+    double ms[2], pct[2];
+    for (int p = 0; p < 2; ++p) {
+      auto it = f.profile[p].find(op);
+      const double s = it == f.profile[p].end() ? 0.0 : it->second;
+      ms[p] = 1e3 * s;
+      pct[p] = phase_total[p] > 0 ? 100.0 * s / phase_total[p] : 0.0;
+    }
+    std::printf("        %-16s %12.3f %6.1f%% %12.3f %6.1f%%\n", op.c_str(), ms[0], pct[0], ms[1], pct[1]);
+  }
+}
+
+}  // namespace
+
+int bench_model(int argc, char** argv, int first) {
+  auto args = Args::parse(argc, argv, first, kFlags);
+  if (!args) return fail(args.error());
+  if (args->has("help")) {
+    std::printf("%s", usage_text("bench model MODEL [options]", kFlags).c_str());
+    return 0;
+  }
+  auto o = parse_options(*args);
+  if (!o) return fail(o.error());
+  auto model = open_model(o->model);
+  if (!model) return fail(model.error());
+  auto stats = compute_stats(model->gguf);
+  if (!stats) return fail(o->model + ": " + stats.error());
+  const uint64_t bytes_per_token = stats->active_bytes;
+  auto probe = BandwidthProbe::make(o->bw_bytes, o->isa);
+  if (!probe) return fail(probe.error());
+  if (!o->json)
+    std::printf("%s: %.2f MB of weights read per decoded token, %s engine, %s clock, median of %d\n"
+                "%7s %7s %13s %7s %12s %10s %9s %9s\n",
+                o->model.c_str(), bytes_per_token / 1e6, engine_name(o->engine), measure_clock_name(), o->reps,
+                "threads", "prompt", "prefill tok/s", "gen", "decode tok/s", "read GB/s", "eff GB/s", "of read");
+  nlohmann::json out = nlohmann::json::array();
+  for (int t : o->threads) {
+    auto f = measure(*o, *model, *probe, t, bytes_per_token);
+    if (!f) return fail(f.error());
+    if (o->json)
+      out.push_back(to_json(*o, *f, bytes_per_token));
+    else
+      print_text(*o, *f);
+  }
+  if (o->json) std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace zenmoe::tools

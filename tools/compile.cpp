@@ -1,0 +1,118 @@
+// zenmoe compile MODEL.gguf -o MODEL.zplan: lowers the model and writes a plan plus a side file
+// of repacked weights that `zenmoe run` maps without repacking.
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "codegen/kernel_desc.h"
+#include "codegen/registry.h"
+#include "ir/printer.h"
+#include "runtime/compiled_model.h"
+#include "runtime/plan_file.h"
+#include "runtime/ref_executor_model.h"
+#include "tools/args.h"
+#include "tools/commands.h"
+#include "tools/engine.h"
+#include "tools/mkmodel_progress.h"
+#include "ir/pipeline.h"
+
+namespace zenmoe::tools {
+namespace {
+
+const std::vector<FlagSpec> kFlags = {
+    {"output", "o", true, "plan file to write (default: MODEL with .zplan)"},
+    {"target", "", true, "CPU to tune for: znver5, znver4 or host (default host)"},
+    {"isa", "", true, "highest instruction set to use (scalar, avx2, avx512, avx512vnni, avx512bf16)"},
+    {"threads", "t", true, "threads the plan is laid out for (default 1)"},
+    {"dump-after", "", true, "print the IR after this pass ('all' for every pass)"},
+    {"help", "h", false, "show this help"},
+};
+
+const char* kSynopsis = "compile MODEL.gguf [-o MODEL.zplan] [--target znver5|znver4|host] [--threads N]";
+
+std::string default_output(const std::string& model) {
+  std::filesystem::path p(model);
+  p.replace_extension(".zplan");
+  return p.string();
+}
+
+// The plan header of `g` lowered for `target`; the tensors follow pack_requests order.
+plan::PlanHeader make_header(const ir::Graph& g, const std::vector<PackRequest>& reqs, isa::Target target,
+                             int threads, const std::string& gguf_path, uint64_t checksum) {
+  plan::PlanHeader h;
+  h.target_level = isa::level_name(target.level);
+  h.target_tuning = isa::tuning_name(target.tuning);
+  h.cpu_features = plan::required_features(target.level);
+  h.n_threads = threads;
+  h.gguf_path = std::filesystem::absolute(gguf_path).string();
+  h.gguf_checksum = checksum;
+  h.graph_text = ir::print_graph(g);
+  for (const PackRequest& r : reqs) {
+    plan::PlanTensor t;
+    t.name = r.name;
+    t.format = r.packed;
+    t.row_block = r.row_block;
+    t.rows = r.rows;
+    t.cols = r.cols;
+    t.n_mats = r.n_mats;
+    t.kind = plan::kPackWeights;
+    t.mat_stride = r.mat_stride;
+    h.tensors.push_back(t);
+    KernelDesc d = default_gemv_desc(r.packed, static_cast<int32_t>(r.cols), target);
+    d.row_block = static_cast<uint16_t>(r.row_block);
+    if (validate(d)) h.kernels.push_back(d);
+  }
+  return h;
+}
+
+}  // namespace
+
+int cmd_compile(int argc, char** argv, int first) {
+  auto args = Args::parse(argc, argv, first, kFlags);
+  if (!args) return fail(args.error());
+  if (args->has("help")) {
+    std::fputs(usage_text(kSynopsis, kFlags).c_str(), stdout);
+    return 0;
+  }
+  if (args->positionals().size() != 1) return fail("compile takes one model file (usage: zenmoe " + std::string(kSynopsis) + ")");
+  const std::string model_path = args->positionals()[0];
+  const std::string out = args->has("output") ? args->get("output") : default_output(model_path);
+  auto threads = args->get_int("threads", 1, 1, 1024);
+  if (!threads) return fail(threads.error());
+  auto target = compile_target(args->get("target"), args->get("isa"));
+  if (!target) return fail(target.error());
+  auto model = gguf::Model::open(model_path);
+  if (!model) return fail(model.error());
+  auto g = build_graph_from_gguf(*model);
+  if (!g) return fail(g.error());
+  ir::PipelineOptions po;
+  po.dump_after = args->get("dump-after");
+  po.dump = [](const std::string& pass, const std::string& text) {
+    std::fprintf(stderr, "; IR after %s\n%s", pass.c_str(), text.c_str());
+  };
+  Status st = ir::run_pipeline(*g, po);
+  if (!st) return fail(st.message());
+  const std::vector<PackRequest> reqs = pack_requests(*g, *target);
+  plan::PlanHeader h = make_header(*g, reqs, *target, static_cast<int>(*threads), model_path,
+                                   plan::gguf_table_checksum(*model));
+  uint64_t total = 0;
+  for (const PackRequest& r : reqs) total += r.nbytes;
+  ProgressBar bar("compile", total);
+  st = plan::write_plan(out, h, [&](size_t i, uint8_t* dst) -> Status {
+    const PackRequest& r = reqs[i];
+    const auto* t = model->find_tensor(r.name);
+    if (t == nullptr) return Error{"no tensor '" + r.name + "' in " + model_path};
+    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, WeightBytes{t->data, t->nbytes}, dst));
+    bar.counter() += r.nbytes;
+    return Status::ok();
+  });
+  bar.finish();
+  if (!st) return fail(st.message());
+  std::fprintf(stderr, "wrote %s: %zu packed weights, %.2f MB, target %s/%s, %lld thread(s)\n", out.c_str(),
+               reqs.size(), static_cast<double>(total) / 1e6, isa::level_name(target->level),
+               isa::tuning_name(target->tuning), static_cast<long long>(*threads));
+  return 0;
+}
+
+}  // namespace zenmoe::tools
