@@ -55,7 +55,11 @@ class TempFiles {
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &sa, &g_old_actions[i]);
+    for (size_t i = 0; i < std::size(kSignals); ++i) {
+      ::sigaction(kSignals[i], nullptr, &g_old_actions[i]);
+      // An ignored signal (SIGHUP under nohup) stays ignored: the write must go on.
+      if (g_old_actions[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &sa, nullptr);
+    }
     g_armed.store(true);
   }
   ~TempFiles() {

@@ -559,7 +559,8 @@ TEST(PlanFile, FailedWriteLeavesNoFileAndKeepsTheOldPlan) {
 }
 
 TEST(PlanFileDeathTest, InterruptedWriteLeavesNoTemporaries) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // fork() without exec: the child writes into this test's folder, which is checked afterwards.
+  GTEST_FLAG_SET(death_test_style, "fast");
   TempDir dir;
   const std::string path = dir.file("m.zplan");
   EXPECT_EXIT(
@@ -577,6 +578,26 @@ TEST(PlanFileDeathTest, InterruptedWriteLeavesNoTemporaries) {
   struct sigaction now {};
   sigaction(SIGINT, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);
+}
+
+// Under nohup SIGHUP is ignored: a hangup during the write must neither remove the
+// temporaries nor stop the write.
+TEST(PlanFileDeathTest, IgnoredSignalStaysIgnored) {
+  // fork() without exec: the child writes into this test's folder, which is checked afterwards.
+  GTEST_FLAG_SET(death_test_style, "fast");
+  TempDir dir;
+  const std::string path = dir.file("m.zplan");
+  EXPECT_EXIT(
+      {
+        std::signal(SIGHUP, SIG_IGN);
+        Status s = write_plan(path, sample_header(), [](size_t i, uint8_t*) {
+          if (i == 1) std::raise(SIGHUP);
+          return Status::ok();
+        });
+        std::exit(s.is_ok() && read_plan(path).has_value() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+  EXPECT_EQ(dir.entries(), 2u);
 }
 
 TEST(PlanFile, PlanWithoutTensors) {
