@@ -29,6 +29,35 @@ Value* first_index_of(Kit& k, const std::vector<Value*>& vals, Value* target) {
   return k.b.CreateIntMinReduce(best, true);
 }
 
+// The 16 sums of 16 consecutive codes (Q8_K bsums) from the block's i32 code vectors, in
+// order, vf per vector. A transposing tree: each level adds the two halves of every group's
+// lanes while packing two vectors into one, so 16 groups need 15 adds instead of 16
+// horizontal reductions.
+std::vector<Value*> group_sums(Kit& k, const std::vector<Value*>& qs) {
+  const unsigned w = k.vf;  // vf <= 16 divides 16
+  std::vector<Value*> level;
+  for (size_t g = 0; g < 16; ++g) {
+    Value* s = qs[g * (16 / w)];
+    for (size_t j = 1; j < 16 / w; ++j) s = k.b.CreateAdd(s, qs[g * (16 / w) + j]);
+    level.push_back(s);
+  }
+  for (unsigned seg = w; seg > 1; seg /= 2) {  // lanes per group in each vector
+    std::vector<int> lo, hi;
+    for (unsigned src = 0; src < 2; ++src)
+      for (unsigned g = 0; g < w / seg; ++g)
+        for (unsigned l = 0; l < seg / 2; ++l) {
+          lo.push_back(static_cast<int>(src * w + g * seg + l));
+          hi.push_back(static_cast<int>(src * w + g * seg + seg / 2 + l));
+        }
+    std::vector<Value*> next;
+    for (size_t j = 0; j + 1 < level.size(); j += 2)
+      next.push_back(k.b.CreateAdd(k.b.CreateShuffleVector(level[j], level[j + 1], lo),
+                                   k.b.CreateShuffleVector(level[j], level[j + 1], hi)));
+    level = next;
+  }
+  return level;
+}
+
 // One Q8_K block from 256 floats held in vectors (ref::from_float_q8_K): the signed value of
 // largest magnitude (first one on ties), iscale = -127/max, round half to even, clamp at 127,
 // sums per 16, d = 1/iscale. An all-zero block is all zero bytes.
@@ -64,13 +93,10 @@ void quant_block_q8k(Kit& k, const std::vector<Value*>& vals, Value* out) {
           qs.push_back(q);
           b.CreateAlignedStore(b.CreateTrunc(q, k.vi8), k.at_bytes(out, k.ci64(4 + j * k.vf)), llvm::Align(1));
         }
-        const size_t per_group = 16 / k.vf;  // vectors per 16-element bsum group (vf <= 16)
-        for (size_t g = 0; g < 16; ++g) {
-          Value* s = qs[g * per_group];
-          for (size_t j = 1; j < per_group; ++j) s = b.CreateAdd(s, qs[g * per_group + j]);
-          Value* sum = b.CreateTrunc(b.CreateAddReduce(s), k.i16);
-          b.CreateAlignedStore(sum, k.at_bytes(out, k.ci64(4 + 256 + 2 * g)), llvm::Align(1));
-        }
+        std::vector<Value*> sums = group_sums(k, qs);
+        for (size_t j = 0; j < sums.size(); ++j)
+          b.CreateAlignedStore(b.CreateTrunc(sums[j], llvm::FixedVectorType::get(k.i16, k.vf)),
+                               k.at_bytes(out, k.ci64(4 + 256 + 2 * j * k.vf)), llvm::Align(1));
         b.CreateAlignedStore(b.CreateFDiv(k.cf(1.0f), iscale), out, llvm::Align(1));
       });
 }
@@ -145,7 +171,7 @@ void for_rows(Kit& k, const GlueDesc& d, const Args& a,
 void emit_rms_norm(Kit& k, const GlueDesc& d, const Args& a) {
   auto& b = k.b;
   llvm::AllocaInst* acc = k.slot(k.vf64, 1, "sumsq");
-  for_rows(k, d, a, [&](Value* x, Value* y, Value* q, Value* off) {
+  for_rows(k, d, a, [&](Value* x, Value* y, Value* q, Value*) {
     // Squares rounded to f32, summed in double (ref::rms_norm); only the order differs.
     b.CreateStore(llvm::Constant::getNullValue(k.vf64), acc);
     k.vec_loop(k.ci64(d.n), [&](Value* i, Value* m) {
@@ -165,7 +191,6 @@ void emit_rms_norm(Kit& k, const GlueDesc& d, const Args& a) {
           return w ? b.CreateFMul(v, k.load(w, i, m)) : v;
         },
         y, q);
-    (void)off;
   });
 }
 
