@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -335,8 +336,26 @@ Status map_side_file(const std::string& path, const PlanHeader& h, uint64_t weig
 
 namespace detail {
 
-Expected<PlanHeader> parse_plan(const uint8_t* data, size_t n, const std::string& where,
-                                uint64_t* weights_id) {
+namespace {
+
+// Field values quoted in errors come from the file and may hold control characters (a JSON
+// string can encode a newline): escaped, the error stays one line.
+std::string one_line(const std::string& message) {
+  std::string out;
+  for (const char c : message) {
+    if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) {
+      out += c;
+      continue;
+    }
+    char esc[8];
+    std::snprintf(esc, sizeof esc, "\\x%02x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+    out += esc;
+  }
+  return out;
+}
+
+Expected<PlanHeader> parse_plan_fields(const uint8_t* data, size_t n, const std::string& where,
+                                       uint64_t* weights_id) {
   if (n < 4 || std::memcmp(data, kPlanMagic, 4) != 0)
     return Error{where + ": not a zenmoe plan (no ZPLN magic)"};
   if (n < 8) return Error{where + ": plan is truncated (" + std::to_string(n) + " bytes)"};
@@ -367,6 +386,15 @@ Expected<PlanHeader> parse_plan(const uint8_t* data, size_t n, const std::string
   if (kern_n != 0) std::memcpy(static_cast<void*>(h.kernels.data()), doc + doc_n, static_cast<size_t>(kern_n));
   ZENMOE_RETURN_IF_ERROR(validate_fields(h, where));
   ZENMOE_RETURN_IF_ERROR(validate_placement(h, where));
+  return h;
+}
+
+}  // namespace
+
+Expected<PlanHeader> parse_plan(const uint8_t* data, size_t n, const std::string& where,
+                                uint64_t* weights_id) {
+  auto h = parse_plan_fields(data, n, where, weights_id);
+  if (!h) return Error{one_line(h.error())};
   return h;
 }
 
