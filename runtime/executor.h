@@ -24,6 +24,10 @@ struct ExecutorOptions {
   bool kv_f16 = false;   // keep the KV cache in F16 (half the bytes; the reference engine keeps F32)
 };
 
+// The checks every engine's eval() makes before it runs: a non-empty batch, within the
+// context limit, every id a row of the embedding table (n_rows of them).
+Status check_eval_tokens(std::span<const int32_t> tokens, int n_past, int n_ctx, int64_t n_rows);
+
 class Executor {
  public:
   virtual ~Executor() = default;

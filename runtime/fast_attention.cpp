@@ -19,6 +19,15 @@ namespace {
 
 constexpr int64_t kBlockRows = 64;  // query rows per SGEMM pair
 
+// Query rows [i0, i1) as [q_lat | q_pe] rows, contiguous in q.
+void gather_queries(const Tensor& q_lat, const Tensor& q_pe, int64_t i0, int64_t i1, float* q) {
+  const int64_t R = q_lat.ne[0], r = q_pe.ne[0];
+  for (int64_t i = i0; i < i1; ++i, q += R + r) {
+    std::memcpy(q, q_lat.cf32() + i * R, static_cast<size_t>(R) * sizeof(float));
+    std::memcpy(q + R, q_pe.cf32() + i * r, static_cast<size_t>(r) * sizeof(float));
+  }
+}
+
 }  // namespace
 
 void single_threaded_blas() {
@@ -64,11 +73,7 @@ void MlaOp::run_glue(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tensor
     const int64_t vis = static_cast<int64_t>(pos.ci32()[t]) + 1;
     sc.q.resize(static_cast<size_t>(m * W));
     sc.s.resize(static_cast<size_t>(m * vis));
-    for (int64_t k = i; k < end; ++k) {
-      float* q = sc.q.data() + (k - i) * W;
-      std::memcpy(q, q_lat.cf32() + k * R, static_cast<size_t>(R) * sizeof(float));
-      std::memcpy(q + R, q_pe.cf32() + k * r, static_cast<size_t>(r) * sizeof(float));
-    }
+    gather_queries(q_lat, q_pe, i, end, sc.q.data());
     GlueCall c;
     c.x = sc.q.data();
     c.x2 = reinterpret_cast<const float*>(cache.cdata);  // F32 or F16 rows (the kernel's kv type)
@@ -125,11 +130,7 @@ void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, Attent
     const int64_t n_vis = static_cast<int64_t>(pos.ci32()[(i1 - 1) / H]) + 1;  // positions ascend
     sc.q.resize(static_cast<size_t>(m * W));
     sc.s.resize(static_cast<size_t>(m * n_vis));
-    for (int64_t i = i0; i < i1; ++i) {
-      float* q = sc.q.data() + (i - i0) * W;
-      std::memcpy(q, q_lat.cf32() + i * R, static_cast<size_t>(R) * sizeof(float));
-      std::memcpy(q + R, q_pe.cf32() + i * r, static_cast<size_t>(r) * sizeof(float));
-    }
+    gather_queries(q_lat, q_pe, i0, i1, sc.q.data());
     dnnl_sgemm('N', 'T', m, n_vis, W, 1.0f, sc.q.data(), W, f32_cache(cache), W, 0.0f, sc.s.data(), n_vis);
     for (int64_t i = i0; i < i1; ++i) {
       float* s = sc.s.data() + (i - i0) * n_vis;

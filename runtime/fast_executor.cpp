@@ -95,7 +95,6 @@ class Impl final : public FastExecutor {
   void size_for(int64_t T);
   Status run_step(Step& s, int64_t T);
   void run_light(Step& s, int64_t T);
-  Status check_tokens(std::span<const int32_t> tokens) const;
 
   std::shared_ptr<const CompiledModel> cm_;
   FastExecutorOptions opts_;
@@ -290,20 +289,8 @@ Status Impl::run_step(Step& s, int64_t T) {
   return Status::ok();
 }
 
-Status Impl::check_tokens(std::span<const int32_t> tokens) const {
-  if (tokens.empty()) return Error{"eval: no tokens given"};
-  if (static_cast<int64_t>(n_past_) + static_cast<int64_t>(tokens.size()) > n_ctx_)
-    return Error{"eval: context limit exceeded: " + std::to_string(n_past_) + " positions held + " +
-                 std::to_string(tokens.size()) + " new > context size " + std::to_string(n_ctx_)};
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] >= n_rows_embd_)
-      return Error{"eval: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                   " is outside the vocabulary (0.." + std::to_string(n_rows_embd_ - 1) + ")"};
-  return Status::ok();
-}
-
 Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logits) {
-  ZENMOE_RETURN_IF_ERROR(check_tokens(tokens));
+  ZENMOE_RETURN_IF_ERROR(check_eval_tokens(tokens, n_past_, n_ctx_, n_rows_embd_));
   const int64_t total = static_cast<int64_t>(tokens.size());
   for (int64_t c0 = 0; c0 < total; c0 += opts_.max_batch) {
     const int64_t T = std::min<int64_t>(opts_.max_batch, total - c0);

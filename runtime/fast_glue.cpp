@@ -15,19 +15,6 @@ int64_t rows_per_token(const Tensor& t) {
   return r;
 }
 
-ref::RopeParams rope_params(const ir::Node& n) {
-  ref::RopeParams p;
-  p.n_dims = static_cast<int>(n.attr_int("n_dims"));
-  p.freq_base = n.attr_float("freq_base");
-  p.freq_scale = n.attr_float("freq_scale");
-  p.n_ctx_orig = static_cast<int>(n.attr_int("n_ctx_orig"));
-  p.ext_factor = n.attr_float("ext_factor");
-  p.attn_factor = n.attr_float("attn_factor");
-  p.beta_fast = n.attr_float("beta_fast");
-  p.beta_slow = n.attr_float("beta_slow");
-  return p;
-}
-
 // The descriptor for node `n`, or false when the reference path keeps it.
 bool desc_for(const ir::Node& n, const ir::Graph& g, isa::IsaLevel l, GlueCpu cpu, GlueDesc* d) {
   const ir::Value& x = g.values[static_cast<size_t>(n.inputs[0])];
@@ -45,7 +32,7 @@ bool desc_for(const ir::Node& n, const ir::Graph& g, isa::IsaLevel l, GlueCpu cp
     case ir::OpKind::WeightedSum:
       *d = glue_weighted_sum_desc(n0, static_cast<int32_t>(x.shape[1]), l, cpu);
       return true;
-    case ir::OpKind::Rope: *d = glue_rope_desc(rope_params(n), l, cpu); return true;
+    case ir::OpKind::Rope: *d = glue_rope_desc(refexec::rope_params(n), l, cpu); return true;
     case ir::OpKind::Router: {
       ref::RouterConfig c;
       c.n_expert = n0;

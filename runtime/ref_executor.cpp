@@ -12,6 +12,18 @@
 
 namespace zenmoe {
 
+Status check_eval_tokens(std::span<const int32_t> tokens, int n_past, int n_ctx, int64_t n_rows) {
+  if (tokens.empty()) return Error{"eval: no tokens given"};
+  if (static_cast<int64_t>(n_past) + static_cast<int64_t>(tokens.size()) > n_ctx)
+    return Error{"eval: context limit exceeded: " + std::to_string(n_past) + " positions held + " +
+                 std::to_string(tokens.size()) + " new > context size " + std::to_string(n_ctx)};
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= n_rows)
+      return Error{"eval: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                   " is outside the vocabulary (0.." + std::to_string(n_rows - 1) + ")"};
+  return Status::ok();
+}
+
 namespace {
 
 using refexec::Tensor;
@@ -40,7 +52,6 @@ class RefExecutor final : public Executor {
  private:
   RefExecutor() = default;
   Status bind(const WeightTable& weights);
-  Status check_tokens(std::span<const int32_t> tokens) const;
   void size_temps(int64_t n_tokens);
 
   ir::Graph g_;
@@ -110,18 +121,6 @@ Expected<std::unique_ptr<Executor>> RefExecutor::create(ir::Graph g, const Weigh
   return std::unique_ptr<Executor>(std::move(ex));
 }
 
-Status RefExecutor::check_tokens(std::span<const int32_t> tokens) const {
-  if (tokens.empty()) return Error{"eval: no tokens given"};
-  if (static_cast<int64_t>(n_past_) + static_cast<int64_t>(tokens.size()) > n_ctx_)
-    return Error{"eval: context limit exceeded: " + std::to_string(n_past_) + " positions held + " +
-                 std::to_string(tokens.size()) + " new > context size " + std::to_string(n_ctx_)};
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] >= n_rows_embd_)
-      return Error{"eval: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                   " is outside the vocabulary (0.." + std::to_string(n_rows_embd_ - 1) + ")"};
-  return Status::ok();
-}
-
 void RefExecutor::size_temps(int64_t n_tokens) {
   for (size_t i = 0; i < g_.values.size(); ++i) {
     const ir::Value& v = g_.values[i];
@@ -136,7 +135,7 @@ void RefExecutor::size_temps(int64_t n_tokens) {
 }
 
 Status RefExecutor::eval(std::span<const int32_t> tokens, float* logits, bool all_logits) {
-  ZENMOE_RETURN_IF_ERROR(check_tokens(tokens));
+  ZENMOE_RETURN_IF_ERROR(check_eval_tokens(tokens, n_past_, n_ctx_, n_rows_embd_));
   const int64_t T = static_cast<int64_t>(tokens.size());
   size_temps(T);
   std::memcpy(tensors_[static_cast<size_t>(tokens_)].data, tokens.data(), tokens.size() * sizeof(int32_t));

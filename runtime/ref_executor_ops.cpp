@@ -87,19 +87,6 @@ void slice(const Node& n, const Tensor& x, Tensor& y) {
     std::memcpy(y.f32() + r * len, x.cf32() + r * a + off, static_cast<size_t>(len) * sizeof(float));
 }
 
-ref::RopeParams rope_params(const Node& n) {
-  ref::RopeParams p;
-  p.n_dims = static_cast<int>(n.attr_int("n_dims"));
-  p.freq_base = n.attr_float("freq_base");
-  p.freq_scale = n.attr_float("freq_scale");
-  p.n_ctx_orig = static_cast<int>(n.attr_int("n_ctx_orig"));
-  p.ext_factor = n.attr_float("ext_factor");
-  p.attn_factor = n.attr_float("attn_factor");
-  p.beta_fast = n.attr_float("beta_fast");
-  p.beta_slow = n.attr_float("beta_slow");
-  return p;
-}
-
 void rope(const Node& n, const Tensor& x, const Tensor& pos, Tensor& y) {
   const ref::RopeParams p = rope_params(n);
   const int64_t T = x.ne.back(), per_t = x.rows() / T, stride = x.ne[0];
@@ -213,6 +200,19 @@ void weighted_sum(const Tensor& y, const Tensor& w, Tensor& out) {
 }
 
 }  // namespace
+
+ref::RopeParams rope_params(const ir::Node& n) {
+  ref::RopeParams p;
+  p.n_dims = static_cast<int>(n.attr_int("n_dims"));
+  p.freq_base = n.attr_float("freq_base");
+  p.freq_scale = n.attr_float("freq_scale");
+  p.n_ctx_orig = static_cast<int>(n.attr_int("n_ctx_orig"));
+  p.ext_factor = n.attr_float("ext_factor");
+  p.attn_factor = n.attr_float("attn_factor");
+  p.beta_fast = n.attr_float("beta_fast");
+  p.beta_slow = n.attr_float("beta_slow");
+  return p;
+}
 
 Status run_node(const Node& n, std::span<Tensor* const> in, std::span<Tensor* const> out) {
   Tensor& y = *out[0];

@@ -10,6 +10,7 @@
 
 #include "ir/graph.h"
 #include "kernels/formats.h"
+#include "kernels/ref/ops.h"
 #include "kernels/status.h"
 
 namespace zenmoe::refexec {
@@ -33,6 +34,9 @@ struct Tensor {
   const int32_t* ci32() const { return reinterpret_cast<const int32_t*>(cdata); }
   int32_t* i32() const { return reinterpret_cast<int32_t*>(data); }
 };
+
+// The RoPE parameters of a rope node's attributes.
+ref::RopeParams rope_params(const ir::Node& n);
 
 // Runs one node. `in` and `out` follow the node's inputs and outputs; outputs (and states
 // written by attention) are sized by the caller.

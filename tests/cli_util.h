@@ -1,8 +1,10 @@
 // Running the built `zenmoe` binary from tests: one helper shared by the CLI tests.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -35,6 +37,14 @@ inline CliResult run_zenmoe(const std::string& args, const std::filesystem::path
   r.out = slurp_file(out);
   r.err = slurp_file(err);
   return r;
+}
+
+// Bad input: exit status 1 and exactly one "zenmoe: ..." line on stderr that names `needle`.
+inline void expect_one_line_error(const CliResult& r, const std::string& args, const std::string& needle) {
+  EXPECT_EQ(r.status, 1) << args;
+  EXPECT_EQ(r.err.rfind("zenmoe: ", 0), 0u) << args << " -> " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " -> " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << args << " -> " << r.err;
 }
 
 }  // namespace zenmoe::testing_cli

@@ -30,11 +30,7 @@ class CompileCli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   CliResult zenmoe(const std::string& args) { return testing_cli::run_zenmoe(args, dir_); }
   void expect_one_line_error(const std::string& args, const std::string& needle) {
-    CliResult r = zenmoe(args);
-    EXPECT_EQ(r.status, 1) << args;
-    EXPECT_EQ(r.err.rfind("zenmoe: ", 0), 0u) << args << " -> " << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << " -> " << r.err;
-    EXPECT_NE(r.err.find(needle), std::string::npos) << args << " -> " << r.err;
+    testing_cli::expect_one_line_error(zenmoe(args), args, needle);
   }
   std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 
