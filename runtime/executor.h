@@ -17,11 +17,18 @@ namespace gguf {
 class Model;
 }
 
+// Element type of the KV cache. The fast executor keeps the MLA latent cache in it (Q8_0:
+// ggml's 32-code blocks with an F16 scale); the reference engine always keeps F32.
+enum class KvCacheType : uint8_t { F32, F16, Q8_0 };
+inline const char* kv_cache_type_name(KvCacheType t) {
+  return t == KvCacheType::F16 ? "f16" : t == KvCacheType::Q8_0 ? "q8_0" : "f32";
+}
+
 struct ExecutorOptions {
   int n_ctx = 4096;   // context limit (positions); eval past it is an error
   int n_threads = 1;  // worker threads (engines may use fewer)
   bool profile = false;  // accumulate time per op kind (Executor::profile())
-  bool kv_f16 = false;   // keep the KV cache in F16 (half the bytes; the reference engine keeps F32)
+  KvCacheType kv_type = KvCacheType::F32;  // KV cache element type (see KvCacheType)
 };
 
 // The checks every engine's eval() makes before it runs: a non-empty batch, within the

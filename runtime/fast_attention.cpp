@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/ops.h"
+#include "runtime/kv_q8.h"
 #include "runtime/ref_executor_numerics.h"
 #include "runtime/thread_pool.h"
 
@@ -28,6 +30,16 @@ void gather_queries(const Tensor& q_lat, const Tensor& q_pe, int64_t i0, int64_t
   }
 }
 
+// Scores of query rows [i0, i1) (row stride n_vis) to probabilities: each row's token sees
+// positions up to its own; the entries past that are zeroed so P·V can run over n_vis rows.
+void causal_softmax(float* s, int64_t i0, int64_t i1, int64_t n_vis, int64_t H, const Tensor& pos, float scale) {
+  for (int64_t i = i0; i < i1; ++i, s += n_vis) {
+    const int64_t vis = static_cast<int64_t>(pos.ci32()[i / H]) + 1;
+    refexec::softmax_ggml(s, s, vis, scale);
+    std::fill(s + vis, s + n_vis, 0.0f);
+  }
+}
+
 }  // namespace
 
 void single_threaded_blas() {
@@ -42,20 +54,24 @@ void single_threaded_blas() {
 }
 
 Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Graph& g, isa::Target target,
-                                               bool kv_f16) {
+                                               KvCacheType kv) {
   std::unique_ptr<MlaOp> op(new MlaOp());
   op->scale_ = n.attr_float("scale");
-  op->kv_f16_ = kv_f16;
-  if (target.level < isa::IsaLevel::kAvx512) return op;
+  op->kv_ = kv;
+  op->avx512_ = target.level >= isa::IsaLevel::kAvx512;
   const auto R = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[0])].shape[0]);
   const auto r = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[1])].shape[0]);
+  if (kv == KvCacheType::Q8_0 && (R + r) % kQK != 0)
+    return Error{"a q8_0 KV cache needs a latent row width that is a multiple of 32, got " +
+                 std::to_string(R + r)};
+  if (target.level < isa::IsaLevel::kAvx512) return op;
   const GlueCpu cpu = target.tuning == isa::Tuning::kZen5   ? GlueCpu::kZnver5
                       : target.tuning == isa::Tuning::kZen4 ? GlueCpu::kZnver4
                                                              : GlueCpu::kHost;
-  const uint8_t kv = kv_f16 ? 1 : 0;
-  auto s = glue_kernel(glue_attn_scores_desc(R + r, kv, target.level, cpu));
+  const uint8_t kv_type = kv == KvCacheType::F16 ? 1 : 0;  // Q8_0 rows reach the kernels widened to F32
+  auto s = glue_kernel(glue_attn_scores_desc(R + r, kv_type, target.level, cpu));
   if (!s) return Error{s.error()};
-  auto v = glue_kernel(glue_attn_values_desc(R, kv, target.level, cpu));
+  auto v = glue_kernel(glue_attn_values_desc(R, kv_type, target.level, cpu));
   if (!v) return Error{v.error()};
   op->scores_ = *s;
   op->values_ = *v;
@@ -94,51 +110,145 @@ void MlaOp::store(std::span<Tensor* const> in) const {
   const Tensor &c = *in[2], &k_pe = *in[3], &pos = *in[5];
   Tensor& cache = *in[4];
   const int64_t R = c.ne[0], r = k_pe.ne[0], W = R + r, T = pos.ne[0];
+  std::vector<float> row;  // Q8_0: one [c | k_pe] row before quantisation
   for (int64_t t = 0; t < T; ++t) {
     const int64_t p = pos.ci32()[t];
-    if (kv_f16_) {
-      auto* row = reinterpret_cast<f16_t*>(cache.data) + p * W;
-      for (int64_t i = 0; i < R; ++i) row[i] = ref::fp32_to_fp16(c.cf32()[t * R + i]);
-      for (int64_t i = 0; i < r; ++i) row[R + i] = ref::fp32_to_fp16(k_pe.cf32()[t * r + i]);
+    if (kv_ == KvCacheType::Q8_0) {
+      row.resize(static_cast<size_t>(W));
+      std::memcpy(row.data(), c.cf32() + t * R, static_cast<size_t>(R) * sizeof(float));
+      std::memcpy(row.data() + R, k_pe.cf32() + t * r, static_cast<size_t>(r) * sizeof(float));
+      kv_q8_0_store_row(row.data(), cache.data + p * cache.row_size(), W);
       continue;
     }
-    float* row = cache.f32() + p * W;
-    std::memcpy(row, c.cf32() + t * R, static_cast<size_t>(R) * sizeof(float));
-    std::memcpy(row + R, k_pe.cf32() + t * r, static_cast<size_t>(r) * sizeof(float));
+    if (kv_ == KvCacheType::F16) {
+      auto* h = reinterpret_cast<f16_t*>(cache.data) + p * W;
+      for (int64_t i = 0; i < R; ++i) h[i] = ref::fp32_to_fp16(c.cf32()[t * R + i]);
+      for (int64_t i = 0; i < r; ++i) h[R + i] = ref::fp32_to_fp16(k_pe.cf32()[t * r + i]);
+      continue;
+    }
+    float* f = cache.f32() + p * W;
+    std::memcpy(f, c.cf32() + t * R, static_cast<size_t>(R) * sizeof(float));
+    std::memcpy(f + R, k_pe.cf32() + t * r, static_cast<size_t>(r) * sizeof(float));
   }
-  if (kv_f16_ && (scores_ == nullptr || T > kMlaGlueMaxTokens)) {  // the SGEMM path reads F32 rows
+  if (kv_ == KvCacheType::F16 && (scores_ == nullptr || T > kMlaGlueMaxTokens)) {  // the SGEMM path reads F32 rows
     const int64_t rows = static_cast<int64_t>(pos.ci32()[T - 1]) + 1;
     widened_.resize(static_cast<size_t>(rows * W));
     ref::fp16_to_fp32_row(reinterpret_cast<const f16_t*>(cache.cdata), widened_.data(), rows * W);
   }
 }
 
-const float* MlaOp::f32_cache(const Tensor& cache) const { return kv_f16_ ? widened_.data() : cache.cf32(); }
+const float* MlaOp::f32_cache(const Tensor& cache) const {
+  return kv_ == KvCacheType::F16 ? widened_.data() : cache.cf32();
+}
 
 void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
-  const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
-  const int64_t R = q_lat.ne[0], H = q_lat.ne[1], T = q_lat.ne[2], r = q_pe.ne[0], W = R + r;
+  const int64_t H = in[0]->ne[1], T = in[0]->ne[2];
   const Range rows = split_range(T * H, nth, tid);
   if (rows.begin >= rows.end) return;
-  if (scores_ != nullptr && T <= kMlaGlueMaxTokens) {
-    run_glue(rows.begin, rows.end, in, y, sc);
+  const bool glue = scores_ != nullptr && T <= kMlaGlueMaxTokens;
+  if (kv_ == KvCacheType::Q8_0) {
+    if (glue) run_glue_q8(rows.begin, rows.end, in, y, sc);
+    else run_sgemm_q8(rows.begin, rows.end, in, y, sc);
     return;
   }
+  if (glue) run_glue(rows.begin, rows.end, in, y, sc);
+  else run_sgemm(rows.begin, rows.end, in, y, sc);
+}
+
+void MlaOp::run_sgemm(int64_t begin, int64_t end, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
+  const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
+  const int64_t R = q_lat.ne[0], H = q_lat.ne[1], r = q_pe.ne[0], W = R + r;
   single_threaded_blas();
-  for (int64_t i0 = rows.begin; i0 < rows.end; i0 += kBlockRows) {
-    const int64_t i1 = std::min(rows.end, i0 + kBlockRows), m = i1 - i0;
+  for (int64_t i0 = begin; i0 < end; i0 += kBlockRows) {
+    const int64_t i1 = std::min(end, i0 + kBlockRows), m = i1 - i0;
     const int64_t n_vis = static_cast<int64_t>(pos.ci32()[(i1 - 1) / H]) + 1;  // positions ascend
     sc.q.resize(static_cast<size_t>(m * W));
     sc.s.resize(static_cast<size_t>(m * n_vis));
     gather_queries(q_lat, q_pe, i0, i1, sc.q.data());
     dnnl_sgemm('N', 'T', m, n_vis, W, 1.0f, sc.q.data(), W, f32_cache(cache), W, 0.0f, sc.s.data(), n_vis);
-    for (int64_t i = i0; i < i1; ++i) {
-      float* s = sc.s.data() + (i - i0) * n_vis;
-      const int64_t vis = static_cast<int64_t>(pos.ci32()[i / H]) + 1;
-      refexec::softmax_ggml(s, s, vis, scale_);
-      std::fill(s + vis, s + n_vis, 0.0f);
-    }
+    causal_softmax(sc.s.data(), i0, i1, n_vis, H, pos, scale_);
     dnnl_sgemm('N', 'N', m, R, n_vis, 1.0f, sc.s.data(), n_vis, f32_cache(cache), W, 0.0f, y.f32() + i0 * R, R);
+  }
+}
+
+const float* MlaOp::widen_chunk(const Tensor& cache, int64_t j0, int64_t n, int64_t W, AttentionScratch& sc) const {
+  sc.kv.resize(static_cast<size_t>(n * W));
+  kv_q8_0_widen_rows(cache.cdata + j0 * cache.row_size(), cache.row_size(), n, W, sc.kv.data(), avx512_);
+  return sc.kv.data();
+}
+
+// The SGEMM pair over a Q8_0 cache: scores chunk by chunk into the full score rows, then P·V
+// accumulated over the chunks, walked backwards so the first reuses the last widened chunk.
+void MlaOp::run_sgemm_q8(int64_t begin, int64_t end, std::span<Tensor* const> in, Tensor& y,
+                         AttentionScratch& sc) const {
+  const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
+  const int64_t R = q_lat.ne[0], H = q_lat.ne[1], r = q_pe.ne[0], W = R + r;
+  single_threaded_blas();
+  for (int64_t i0 = begin; i0 < end; i0 += kBlockRows) {
+    const int64_t i1 = std::min(end, i0 + kBlockRows), m = i1 - i0;
+    const int64_t n_vis = static_cast<int64_t>(pos.ci32()[(i1 - 1) / H]) + 1;  // positions ascend
+    sc.q.resize(static_cast<size_t>(m * W));
+    sc.s.resize(static_cast<size_t>(m * n_vis));
+    gather_queries(q_lat, q_pe, i0, i1, sc.q.data());
+    const int64_t last = (n_vis - 1) / kKvChunkRows * kKvChunkRows;
+    for (int64_t j0 = 0; j0 < n_vis; j0 += kKvChunkRows) {
+      const int64_t n = std::min(kKvChunkRows, n_vis - j0);
+      const float* kv = widen_chunk(cache, j0, n, W, sc);
+      dnnl_sgemm('N', 'T', m, n, W, 1.0f, sc.q.data(), W, kv, W, 0.0f, sc.s.data() + j0, n_vis);
+    }
+    causal_softmax(sc.s.data(), i0, i1, n_vis, H, pos, scale_);
+    for (int64_t j0 = last; j0 >= 0; j0 -= kKvChunkRows) {
+      const int64_t n = std::min(kKvChunkRows, n_vis - j0);
+      const float* kv = j0 == last ? sc.kv.data() : widen_chunk(cache, j0, n, W, sc);
+      dnnl_sgemm('N', 'N', m, R, n, 1.0f, sc.s.data() + j0, n_vis, kv, W, j0 == last ? 0.0f : 1.0f,
+                 y.f32() + i0 * R, R);
+    }
+  }
+}
+
+// The glue kernels over a Q8_0 cache, one token's heads at a time: scores per widened chunk
+// (copied into the full rows), causal softmax, then values per chunk summed into y.
+void MlaOp::run_glue_q8(int64_t begin, int64_t end, std::span<Tensor* const> in, Tensor& y,
+                        AttentionScratch& sc) const {
+  const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
+  const int64_t R = q_lat.ne[0], H = q_lat.ne[1], r = q_pe.ne[0], W = R + r;
+  for (int64_t i = begin; i < end;) {
+    const int64_t t = i / H, stop = std::min(end, (t + 1) * H), m = stop - i;
+    const int64_t vis = static_cast<int64_t>(pos.ci32()[t]) + 1;
+    const int64_t last = (vis - 1) / kKvChunkRows * kKvChunkRows;
+    const bool one_chunk = last == 0;  // then the kernels read and write the full rows directly
+    sc.q.resize(static_cast<size_t>(m * W));
+    sc.s.resize(static_cast<size_t>(m * vis));
+    gather_queries(q_lat, q_pe, i, stop, sc.q.data());
+    GlueCall c;
+    c.n_rows = m;
+    c.stride = W;
+    for (int64_t j0 = 0; j0 < vis; j0 += kKvChunkRows) {
+      c.n = std::min(kKvChunkRows, vis - j0);
+      sc.t.resize(static_cast<size_t>(m * c.n));
+      c.x = sc.q.data();
+      c.x2 = widen_chunk(cache, j0, c.n, W, sc);
+      c.y = one_chunk ? sc.s.data() : sc.t.data();
+      scores_(&c);
+      for (int64_t k = 0; k < m && !one_chunk; ++k)
+        std::copy_n(sc.t.data() + k * c.n, c.n, sc.s.data() + k * vis + j0);
+    }
+    for (int64_t k = 0; k < m; ++k) refexec::softmax_ggml(sc.s.data() + k * vis, sc.s.data() + k * vis, vis, scale_);
+    float* out = y.f32() + i * R;
+    sc.o.resize(static_cast<size_t>(m * R));
+    for (int64_t j0 = last; j0 >= 0; j0 -= kKvChunkRows) {
+      c.n = std::min(kKvChunkRows, vis - j0);
+      sc.t.resize(static_cast<size_t>(m * c.n));
+      for (int64_t k = 0; k < m && !one_chunk; ++k)
+        std::copy_n(sc.s.data() + k * vis + j0, c.n, sc.t.data() + k * c.n);
+      c.x = one_chunk ? sc.s.data() : sc.t.data();
+      c.x2 = j0 == last ? sc.kv.data() : widen_chunk(cache, j0, c.n, W, sc);
+      c.y = j0 == last ? out : sc.o.data();
+      values_(&c);
+      if (j0 != last)
+        for (int64_t e = 0; e < m * R; ++e) out[e] += sc.o[static_cast<size_t>(e)];
+    }
+    i = stop;
   }
 }
 

@@ -13,6 +13,7 @@
 #include "codegen/glue.h"
 #include "codegen/isa.h"
 #include "ir/graph.h"
+#include "runtime/executor.h"
 #include "kernels/status.h"
 #include "runtime/ref_executor_ops.h"
 
@@ -20,16 +21,19 @@ namespace zenmoe {
 
 struct AttentionScratch {
   std::vector<float> q, s;  // per thread: query block and score block
+  std::vector<float> kv;    // Q8_0 cache: a chunk of cache rows widened to F32
+  std::vector<float> t, o;  // Q8_0 decode: one chunk's scores / probabilities and values
 };
 
 class MlaOp {
  public:
   // Decode-sized batches use generated glue kernels (scores and values over the cache rows);
   // larger ones the SGEMM pair. Without AVX-512 glue (scalar target) SGEMM serves both.
-  // kv_f16: the cache holds F16 rows (store() converts; SGEMM batches widen the visible rows
-  // once per call into a shared F32 copy).
+  // kv: the cache's element type. F16: store() converts; SGEMM batches widen the visible rows
+  // once per call into a shared F32 copy. Q8_0: store() quantises; every thread widens
+  // chunks of kKvChunkRows rows into its own scratch and runs the F32 kernels on them.
   static Expected<std::unique_ptr<MlaOp>> create(const ir::Node& n, const ir::Graph& g, isa::Target target,
-                                                 bool kv_f16);
+                                                 KvCacheType kv);
   // Caller thread: writes this batch's cache rows.
   void store(std::span<refexec::Tensor* const> in) const;
   // Thread `tid` of `nth`: its share of the (token, head) rows.
@@ -39,17 +43,30 @@ class MlaOp {
  private:
   void run_glue(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                 AttentionScratch& sc) const;
+  void run_sgemm(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
+                 AttentionScratch& sc) const;
+  // Q8_0 cache: the same two paths over chunks of widened rows.
+  void run_glue_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
+                   AttentionScratch& sc) const;
+  void run_sgemm_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
+                    AttentionScratch& sc) const;
+  // Widens cache rows [j0, j0 + n) into sc.kv (W floats each).
+  const float* widen_chunk(const refexec::Tensor& cache, int64_t j0, int64_t n, int64_t W,
+                           AttentionScratch& sc) const;
 
   const float* f32_cache(const refexec::Tensor& cache) const;
 
   float scale_ = 1.0f;
-  bool kv_f16_ = false;
+  KvCacheType kv_ = KvCacheType::F32;
+  bool avx512_ = false;  // the target allows AVX-512 (Q8_0 widening)
   mutable std::vector<float> widened_;  // F16 cache rows as F32 for the SGEMM path
   GlueFn scores_ = nullptr, values_ = nullptr;
 };
 
 // Batches of at most this many tokens take the glue path.
 inline constexpr int64_t kMlaGlueMaxTokens = 4;
+// Q8_0 cache rows widened at a time (576 dims: 1.2 MB of F32, within a core's L2).
+inline constexpr int64_t kKvChunkRows = 512;
 
 // The calling thread's dense-algebra library runs single-threaded (the pool owns the cores).
 void single_threaded_blas();

@@ -120,6 +120,7 @@ Status Impl::bind_values() {
   arena_ = zeroed(mem_.arena_bytes);
   if (!arena_) return Error{"fast executor: cannot allocate a " + std::to_string(mem_.arena_bytes) + "-byte arena"};
   tensors_.assign(g.values.size(), Tensor{});
+  int64_t cache_bytes = 0;
   states_.resize(g.values.size());
   for (size_t i = 0; i < g.values.size(); ++i) {
     const ir::Value& v = g.values[i];
@@ -135,10 +136,16 @@ Status Impl::bind_values() {
                      " bytes, expected " + std::to_string(want)};
       t.cdata = static_cast<const uint8_t*>(it->second.data);
     } else if (v.kind == ir::ValueKind::State) {
-      // The MLA latent cache may be kept in F16 (ExecutorOptions::kv_f16); MHA caches stay F32.
-      if (opts_.base.kv_f16 && is_mla_cache(g, static_cast<int>(i))) t.type = GgmlType::F16;
-      states_[i] = zeroed(row_bytes(t.type, t.ne[0]) * (t.numel() / t.ne[0]));
+      // The MLA latent cache may be kept in F16 or Q8_0 (ExecutorOptions::kv_type); MHA caches stay F32.
+      if (opts_.base.kv_type != KvCacheType::F32 && is_mla_cache(g, static_cast<int>(i)))
+        t.type = opts_.base.kv_type == KvCacheType::F16 ? GgmlType::F16 : GgmlType::Q8_0;
+      if (row_bytes(t.type, t.ne[0]) < 0)
+        return Error{"fast executor: KV cache '" + v.name + "' rows of " + std::to_string(t.ne[0]) +
+                     " elements cannot be kept as " + kv_cache_type_name(opts_.base.kv_type) + " (blocks of 32)"};
+      const int64_t bytes = row_bytes(t.type, t.ne[0]) * (t.numel() / t.ne[0]);
+      states_[i] = zeroed(bytes);
       if (!states_[i]) return Error{"fast executor: cannot allocate the KV cache '" + v.name + "'"};
+      cache_bytes += bytes;
       t.data = states_[i].get();
       t.cdata = t.data;
     } else {
@@ -146,6 +153,8 @@ Status Impl::bind_values() {
       t.cdata = t.data;
     }
   }
+  dispatch_.push_back("KV cache: " + std::to_string(cache_bytes) + " bytes for " + std::to_string(n_ctx_) +
+                      " positions (MLA latent rows as " + kv_cache_type_name(opts_.base.kv_type) + ")");
   return Status::ok();
 }
 
@@ -174,7 +183,7 @@ Status Impl::build_steps() {
       dispatch_.push_back(g.values[static_cast<size_t>(n.inputs[0])].name + ": " + (*m)->kernel_name());
       s.mat = std::move(*m);
     } else if (n.op == ir::OpKind::MlaAttention) {
-      auto m = MlaOp::create(n, g, cm_->target, opts_.base.kv_f16);
+      auto m = MlaOp::create(n, g, cm_->target, opts_.base.kv_type);
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::Mla;
       s.mla = std::move(*m);

@@ -83,16 +83,28 @@ void report(const std::string& what, const Figures& f) {
               f.positions, f.top1(), f.kl_mean(), f.kl_max);
 }
 
+struct Bounds {
+  double top1 = 0.95, kl_mean = 5e-3, kl_max = 0.1;
+};
+
+// A Q8_0 latent cache adds one 8-bit rounding per cached element (up to half a step of its
+// block's amax/127) on top of the F32 run, against oracle logits made with an F32 cache.
+// Measured here: tiny-q4ks (2 threads) top-1 0.943 / 0.955 (prefill / decode), mean KL
+// 4.5e-3 / 4.8e-3, max KL 3.9e-2 (F32 cache: 0.977 / 0.989, 2.0e-3 / 1.2e-3; F16 cache:
+// 0.955 / 0.960, 3.1e-3 / 3.7e-3); tiny-f16 (1 thread) top-1 0.972, mean KL 1.5e-3. The
+// bounds leave about 4 of 176 positions of top-1 margin and ~70% on the mean KL.
+constexpr Bounds kQ8CacheBounds{0.92, 8e-3, 0.1};
+
 // The bounds apply over all positions of a model and mode; each sequence's figures are
 // printed too (short sequences make a per-sequence top-1 figure coarse: one miss in 4).
-void check(const std::string& what, const Figures& f) {
+void check(const std::string& what, const Figures& f, const Bounds& b = {}) {
   report(what, f);
-  EXPECT_GE(f.top1(), 0.95) << what;
-  EXPECT_LE(f.kl_mean(), 5e-3) << what;
-  EXPECT_LE(f.kl_max, 0.1) << what;
+  EXPECT_GE(f.top1(), b.top1) << what;
+  EXPECT_LE(f.kl_mean(), b.kl_mean) << what;
+  EXPECT_LE(f.kl_max, b.kl_max) << what;
 }
 
-enum class Engine { Reference, Fast1, Fast2, Fast2CacheF16 };
+enum class Engine { Reference, Fast1, Fast2, Fast2CacheF16, Fast1CacheQ8, Fast2CacheQ8 };
 
 Expected<std::unique_ptr<Executor>> make(const gguf::Model& model, Engine e, const ExecutorOptions& opts) {
   if (e == Engine::Reference) return make_reference_executor(model, opts);
@@ -102,8 +114,10 @@ Expected<std::unique_ptr<Executor>> make(const gguf::Model& model, Engine e, con
   if (!cm) return Error{cm.error()};
   FastExecutorOptions fo;
   fo.base = opts;
-  fo.base.n_threads = e == Engine::Fast1 ? 1 : 2;
-  fo.base.kv_f16 = e == Engine::Fast2CacheF16;
+  fo.base.n_threads = e == Engine::Fast1 || e == Engine::Fast1CacheQ8 ? 1 : 2;
+  fo.base.kv_type = e == Engine::Fast2CacheF16                                 ? KvCacheType::F16
+                    : e == Engine::Fast1CacheQ8 || e == Engine::Fast2CacheQ8 ? KvCacheType::Q8_0
+                                                                             : KvCacheType::F32;
   fo.max_batch = 16;  // the oracle sequences are longer: several chunks per prefill
   auto ex = make_fast_executor(std::make_shared<const CompiledModel>(std::move(*cm)), fo);
   if (!ex) return Error{ex.error()};
@@ -149,8 +163,10 @@ void run_model(const std::string& model_name, Engine engine = Engine::Reference)
     report(name + " decode", fd);
     decode_all.add(fd);
   }
-  check(model_name + " prefill, all sequences", prefill_all);
-  check(model_name + " decode, all sequences", decode_all);
+  const bool q8 = engine == Engine::Fast1CacheQ8 || engine == Engine::Fast2CacheQ8;
+  const Bounds b = q8 ? kQ8CacheBounds : Bounds{};
+  check(model_name + " prefill, all sequences", prefill_all, b);
+  check(model_name + " decode, all sequences", decode_all, b);
 }
 
 TEST(OracleLogits, TinyQ4KS) { run_model("tiny-q4ks"); }
@@ -160,6 +176,8 @@ TEST(OracleLogits, FastTinyF16) { run_model("tiny-f16", Engine::Fast1); }
 TEST(OracleLogits, FastTwoThreadsTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast2); }
 TEST(OracleLogits, FastTwoThreadsTinyF16) { run_model("tiny-f16", Engine::Fast2); }
 TEST(OracleLogits, FastF16CacheTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast2CacheF16); }
+TEST(OracleLogits, FastQ8CacheTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast2CacheQ8); }
+TEST(OracleLogits, FastQ8CacheOneThreadTinyF16) { run_model("tiny-f16", Engine::Fast1CacheQ8); }
 
 }  // namespace
 }  // namespace zenmoe

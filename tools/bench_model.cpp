@@ -31,6 +31,8 @@ const std::vector<FlagSpec> kFlags = {
     {"json", "", false, "print a JSON list, one object per thread count"},
     {"profile", "", false, "time per op kind (as the engine reports it)"},
     {"ref", "", false, "measure the scalar reference executor"},
+    {"cache-type-k", "ctk", true, "KV cache type: f32 (default), f16 or q8_0"},
+    {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
     {"bw-mib", "", true, "read-bandwidth buffer in MiB (default: 4x L3 and at least 1024)"},
     {"bw-reps", "", true, "timed passes of the read-bandwidth probe (default 5)"},
     {"isa", "", true, "cap the bandwidth probe's loads: avx512, avx2 or scalar"},
@@ -46,6 +48,7 @@ struct Options {
   LoadIsa isa = LoadIsa::kScalar;
   bool json = false, profile = false;
   Engine engine = Engine::Best;
+  KvCacheType kv_type = KvCacheType::F32;
 };
 
 Expected<Options> parse_options(const Args& a) {
@@ -79,6 +82,10 @@ Expected<Options> parse_options(const Args& a) {
   o.json = a.has("json");
   o.profile = a.has("profile");
   o.engine = a.has("ref") ? Engine::Reference : Engine::Best;
+  auto kv = kv_cache_type(a.get("cache-type-k"), a.get("cache-type-v"));
+  if (!kv) return Error{kv.error()};
+  o.kv_type = *kv;
+  if (o.engine == Engine::Reference) o.kv_type = KvCacheType::F32;  // the reference keeps F32
   return o;
 }
 
@@ -158,6 +165,7 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
   eo.n_ctx = o.prompt + o.gen + 1;
   eo.n_threads = threads;
   eo.profile = o.profile;
+  eo.kv_type = o.kv_type;
   auto ex = make_engine(model, eo, o.engine);
   if (!ex) return Error{ex.error()};
   const std::vector<int32_t> prompt = synthetic_prompt(o.prompt, (*ex)->n_vocab());
@@ -200,6 +208,7 @@ nlohmann::json to_json(const Options& o, const Figures& f, uint64_t bytes_per_to
                       {"read_bw_gbps", f.read_bw_gbps},
                       {"bw_fraction", f.bw_fraction},
                       {"reps", o.reps},
+                      {"kv_cache", kv_cache_type_name(o.kv_type)},
                       {"clock", measure_clock_name()}};
   if (o.profile) {
     j["profile_prefill_s"] = f.profile[0];
@@ -257,9 +266,10 @@ int bench_model(int argc, char** argv, int first) {
   auto probe = BandwidthProbe::make(o->bw_bytes, o->isa);
   if (!probe) return fail(probe.error());
   if (!o->json)
-    std::printf("%s: %.2f MB of weights read per decoded token, %s engine, %s clock, median of %d\n"
+    std::printf("%s: %.2f MB of weights read per decoded token, %s engine, %s KV cache, %s clock, median of %d\n"
                 "%7s %7s %13s %7s %12s %10s %9s %9s\n",
-                o->model.c_str(), bytes_per_token / 1e6, engine_name(o->engine), measure_clock_name(), o->reps,
+                o->model.c_str(), bytes_per_token / 1e6, engine_name(o->engine), kv_cache_type_name(o->kv_type),
+                measure_clock_name(), o->reps,
                 "threads", "prompt", "prefill tok/s", "gen", "decode tok/s", "read GB/s", "eff GB/s", "of read");
   nlohmann::json out = nlohmann::json::array();
   for (int t : o->threads) {

@@ -37,9 +37,10 @@ Expected<std::unique_ptr<Executor>> make_engine(const OpenedModel& model, const 
 Expected<std::unique_ptr<Executor>> make_engine(const gguf::Model& model, const ExecutorOptions& opts,
                                                 Engine which);
 
-// --cache-type-k / --cache-type-v (f32 or f16): whether the KV cache is kept in F16. deepseek2
-// keeps one latent cache that is both keys and values, so the two must agree.
-Expected<bool> kv_cache_f16(const std::string& type_k, const std::string& type_v);
+// --cache-type-k / --cache-type-v (f32, f16 or q8_0; empty: f32, and v follows k): the KV
+// cache element type. deepseek2 keeps one latent cache that is both keys and values, so the
+// two must agree.
+Expected<KvCacheType> kv_cache_type(const std::string& type_k, const std::string& type_v);
 
 // The compile target of --target (znver5, znver4, host) capped by --isa / ZENMOE_ISA.
 Expected<isa::Target> compile_target(const std::string& target_flag, const std::string& isa_flag);

@@ -21,7 +21,7 @@ const std::vector<FlagSpec> kFlags = {
     {"output", "o", true, "output file: float32 [n_tokens][n_vocab]"},
     {"ctx-size", "c", true, "context size (default: the number of tokens)"},
     {"threads", "t", true, "threads (default 1)"},
-    {"cache-type-k", "ctk", true, "KV cache type: f32 (default) or f16"},
+    {"cache-type-k", "ctk", true, "KV cache type: f32 (default), f16 or q8_0"},
     {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
     {"ref", "", false, "force the scalar reference executor"},
     {"help", "h", false, "show this help"},
@@ -102,9 +102,9 @@ int cmd_logits(int argc, char** argv, int first) {
   ExecutorOptions opts;
   opts.n_ctx = static_cast<int>(*ctx);
   opts.n_threads = static_cast<int>(*threads);
-  auto kv = kv_cache_f16(args->get("cache-type-k"), args->get("cache-type-v"));
+  auto kv = kv_cache_type(args->get("cache-type-k"), args->get("cache-type-v"));
   if (!kv) return fail(kv.error());
-  opts.kv_f16 = *kv;
+  opts.kv_type = *kv;
   auto ex = make_engine(*model, opts, args->has("ref") ? Engine::Reference : Engine::Best);
   if (!ex) return fail(ex.error());
   for (int32_t t : *tokens)

@@ -32,7 +32,7 @@ const std::vector<FlagSpec> kFlags = {
     {"file", "f", true, "read the prompt from this file"},
     {"n-predict", "n", true, "tokens to generate (default 128; -1 = until end of generation)"},
     {"threads", "t", true, "threads (default 1)"},
-    {"cache-type-k", "ctk", true, "KV cache type: f32 (default) or f16"},
+    {"cache-type-k", "ctk", true, "KV cache type: f32 (default), f16 or q8_0"},
     {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
     {"ctx-size", "c", true, "context size in tokens (default 4096, at most the model's)"},
     {"temp", "", true, "temperature (default 0.8; 0 = greedy)"},
@@ -75,7 +75,7 @@ struct RunOptions {
   bool force_ref = false;
   bool profile = false;
   bool verbose = false;
-  bool kv_f16 = false;
+  KvCacheType kv_type = KvCacheType::F32;
   SamplerParams sampling;
 };
 
@@ -142,9 +142,9 @@ Expected<RunOptions> parse_options(const Args& a) {
   o.force_ref = a.has("ref");
   o.profile = a.has("profile");
   o.verbose = a.has("verbose");
-  auto kv = kv_cache_f16(a.get("cache-type-k"), a.get("cache-type-v"));
+  auto kv = kv_cache_type(a.get("cache-type-k"), a.get("cache-type-v"));
   if (!kv) return Error{kv.error()};
-  o.kv_f16 = *kv;
+  o.kv_type = *kv;
   ZENMOE_RETURN_IF_ERROR(parse_sampling(a, &o.sampling));
   return o;
 }
@@ -254,7 +254,7 @@ int cmd_run(int argc, char** argv, int first) {
   eo.n_ctx = opts->n_ctx;
   eo.n_threads = opts->n_threads;
   eo.profile = opts->profile;
-  eo.kv_f16 = opts->kv_f16;
+  eo.kv_type = opts->kv_type;
   auto ex = make_engine(*model, eo, opts->force_ref ? Engine::Reference : Engine::Best);
   if (!ex) return fail(ex.error());
   if (opts->verbose) print_dispatch(**ex);
