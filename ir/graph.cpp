@@ -26,6 +26,8 @@ constexpr OpEntry kOps[] = {
     {OpKind::SwiGlu, "swiglu"},
     {OpKind::WeightedSum, "weighted_sum"},
     {OpKind::Add, "add"},
+    {OpKind::GateUpSwiGlu, "gate_up_swiglu"},
+    {OpKind::MatMulAdd, "matmul_add"},
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "ir/memory_plan.h"
 #include "runtime/fast_attention.h"
+#include "runtime/fast_gate_up.h"
 #include "runtime/fast_glue.h"
 #include "runtime/fast_matmul.h"
 #include "runtime/ref_executor_ops.h"
@@ -48,12 +49,13 @@ bool per_token(ir::OpKind op) {
   }
 }
 
-enum class StepKind { Light, Mat, Mla, Serial, View };
+enum class StepKind { Light, Mat, GateUp, Mla, Serial, View };
 
 struct Step {
   const ir::Node* node = nullptr;
   StepKind kind = StepKind::Light;
   std::unique_ptr<MatOp> mat;
+  std::unique_ptr<GateUpOp> gate_up;
   std::unique_ptr<MlaOp> mla;
   std::unique_ptr<LightGlue> glue;  // generated kernel of a light op (else the reference)
   std::vector<Tensor*> in, out;
@@ -176,7 +178,13 @@ Status Impl::build_steps() {
       s.out.push_back(&tensors_[static_cast<size_t>(id)]);
       s.out_t.push_back(true);
     }
-    if (n.op == ir::OpKind::MatMul || n.op == ir::OpKind::MatMulId) {
+    if (n.op == ir::OpKind::GateUpSwiGlu) {
+      auto m = GateUpOp::create(n, g, *cm_, tiles.l2_bytes);
+      if (!m) return Error{"fast executor: " + m.error()};
+      s.kind = StepKind::GateUp;
+      dispatch_.push_back(gate_up_pack_name(n, g) + ": " + (*m)->kernel_name());
+      s.gate_up = std::move(*m);
+    } else if (n.op == ir::OpKind::MatMul || n.op == ir::OpKind::MatMulId || n.op == ir::OpKind::MatMulAdd) {
       auto m = MatOp::create(n, g, *cm_, tiles);
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::Mat;
@@ -286,8 +294,14 @@ Status Impl::run_step(Step& s, int64_t T) {
       return Status::ok();
     case StepKind::Serial:
       return refexec::run_node(*s.node, s.in, s.out);
+    case StepKind::GateUp:
+      s.gate_up->prepare(*s.in[2]);
+      pool_->run([&](int tid) { s.gate_up->run(tid, nth, *s.in[2], *s.out[0]); });
+      return Status::ok();
     case StepKind::Mat:
-      ZENMOE_RETURN_IF_ERROR(s.mat->prepare(s.in.size() > 2 ? s.in[2] : nullptr, *s.in[1]));
+      if (s.node->op == ir::OpKind::MatMulAdd && s.out[0]->data != s.in[2]->cdata)  // not planned in place
+        std::memcpy(s.out[0]->data, s.in[2]->cdata, static_cast<size_t>(s.out[0]->numel()) * sizeof(float));
+      ZENMOE_RETURN_IF_ERROR(s.mat->prepare(s.node->op == ir::OpKind::MatMulId ? s.in[2] : nullptr, *s.in[1]));
       pool_->run([&](int tid) { s.mat->run(tid, nth, *s.in[1], *s.out[0]); });
       return Status::ok();
     case StepKind::Mla:

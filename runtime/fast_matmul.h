@@ -24,7 +24,7 @@ struct TileBudget {
 
 class MatOp {
  public:
-  // Node: matmul(w, x) or matmul_id(w, x, ids).
+  // Node: matmul(w, x), matmul_add(w, x, acc) (y must hold acc) or matmul_id(w, x, ids).
   static Expected<std::unique_ptr<MatOp>> create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
                                                  const TileBudget& tiles);
   // Serial part before the threads start: matmul_id groups its slots by expert and, for a
@@ -44,6 +44,8 @@ class MatOp {
             int64_t y_stride) const;
 
   bool by_expert_ = false;
+  bool accumulate_ = false;  // matmul_add: y += W x (the executor put the accumulator in y)
+  std::vector<float> ones_;  // GEMM-accumulate factors (1 per token)
   int64_t K_ = 0, N_ = 0, n_mats_ = 1, row_block_ = 1, tile_rows_ = 1;
   const PackedMats* packed_ = nullptr;
   std::shared_ptr<const Kernel> kernel_;
