@@ -21,8 +21,7 @@ namespace zenmoe {
 
 struct AttentionScratch {
   std::vector<float> q, s;  // per thread: query block and score block
-  std::vector<float> kv;    // Q8_0 cache: a chunk of cache rows widened to F32
-  std::vector<float> t, o;  // Q8_0 decode: one chunk's scores / probabilities and values
+  std::vector<float> kv;    // Q8_0 cache, SGEMM path: a chunk of cache rows widened to F32
 };
 
 class MlaOp {
@@ -30,8 +29,9 @@ class MlaOp {
   // Decode-sized batches use generated glue kernels (scores and values over the cache rows);
   // larger ones the SGEMM pair. Without AVX-512 glue (scalar target) SGEMM serves both.
   // kv: the cache's element type. F16: store() converts; SGEMM batches widen the visible rows
-  // once per call into a shared F32 copy. Q8_0: store() quantises; every thread widens
-  // chunks of kKvChunkRows rows into its own scratch and runs the F32 kernels on them.
+  // once per call into a shared F32 copy. Q8_0: store() quantises; decode-sized batches (AVX-512)
+  // compute from the Q8_0 rows directly, SGEMM batches widen chunks of kKvChunkRows rows into
+  // each thread's scratch, so the cache is never held in F32.
   static Expected<std::unique_ptr<MlaOp>> create(const ir::Node& n, const ir::Graph& g, isa::Target target,
                                                  KvCacheType kv);
   // Caller thread: writes this batch's cache rows.
@@ -45,7 +45,7 @@ class MlaOp {
                 AttentionScratch& sc) const;
   void run_sgemm(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                  AttentionScratch& sc) const;
-  // Q8_0 cache: the same two paths over chunks of widened rows.
+  // Q8_0 cache: AVX-512 kernels on the Q8_0 rows / the SGEMM pair over chunks of widened rows.
   void run_glue_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                    AttentionScratch& sc) const;
   void run_sgemm_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
@@ -65,7 +65,7 @@ class MlaOp {
 
 // Batches of at most this many tokens take the glue path.
 inline constexpr int64_t kMlaGlueMaxTokens = 4;
-// Q8_0 cache rows widened at a time (576 dims: 1.2 MB of F32, within a core's L2).
+// Q8_0 cache rows widened at a time on the SGEMM path (576 dims: 1.2 MB of F32, about a core's L2).
 inline constexpr int64_t kKvChunkRows = 512;
 
 // The calling thread's dense-algebra library runs single-threaded (the pool owns the cores).
