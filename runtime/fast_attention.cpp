@@ -64,11 +64,12 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   if (kv == KvCacheType::Q8_0 && (R + r) % kQK != 0)
     return Error{"a q8_0 KV cache needs a latent row width that is a multiple of 32, got " +
                  std::to_string(R + r)};
-  if (target.level < isa::IsaLevel::kAvx512) return op;
+  // Q8_0 decode batches run kv_q8's own AVX-512 kernels; only F32 / F16 caches need glue.
+  if (target.level < isa::IsaLevel::kAvx512 || kv == KvCacheType::Q8_0) return op;
   const GlueCpu cpu = target.tuning == isa::Tuning::kZen5   ? GlueCpu::kZnver5
                       : target.tuning == isa::Tuning::kZen4 ? GlueCpu::kZnver4
                                                              : GlueCpu::kHost;
-  const uint8_t kv_type = kv == KvCacheType::F16 ? 1 : 0;  // Q8_0 rows reach the kernels widened to F32
+  const uint8_t kv_type = kv == KvCacheType::F16 ? 1 : 0;
   auto s = glue_kernel(glue_attn_scores_desc(R + r, kv_type, target.level, cpu));
   if (!s) return Error{s.error()};
   auto v = glue_kernel(glue_attn_values_desc(R, kv_type, target.level, cpu));
@@ -145,13 +146,12 @@ void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, Attent
   const int64_t H = in[0]->ne[1], T = in[0]->ne[2];
   const Range rows = split_range(T * H, nth, tid);
   if (rows.begin >= rows.end) return;
-  const bool glue = scores_ != nullptr && T <= kMlaGlueMaxTokens;
   if (kv_ == KvCacheType::Q8_0) {
-    if (glue) run_glue_q8(rows.begin, rows.end, in, y, sc);
+    if (avx512_ && T <= kMlaGlueMaxTokens) run_decode_q8(rows.begin, rows.end, in, y, sc);
     else run_sgemm_q8(rows.begin, rows.end, in, y, sc);
     return;
   }
-  if (glue) run_glue(rows.begin, rows.end, in, y, sc);
+  if (scores_ != nullptr && T <= kMlaGlueMaxTokens) run_glue(rows.begin, rows.end, in, y, sc);
   else run_sgemm(rows.begin, rows.end, in, y, sc);
 }
 
@@ -210,7 +210,7 @@ void MlaOp::run_sgemm_q8(int64_t begin, int64_t end, std::span<Tensor* const> in
 // straight from the Q8_0 rows (each block widened in registers), causal softmax between.
 // Measured faster than widening the rows for the glue kernels, and than the F32 cache itself
 // (a third of the bytes to read).
-void MlaOp::run_glue_q8(int64_t begin, int64_t end, std::span<Tensor* const> in, Tensor& y,
+void MlaOp::run_decode_q8(int64_t begin, int64_t end, std::span<Tensor* const> in, Tensor& y,
                         AttentionScratch& sc) const {
   const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
   const int64_t R = q_lat.ne[0], H = q_lat.ne[1], r = q_pe.ne[0], W = R + r;

@@ -46,7 +46,7 @@ class MlaOp {
   void run_sgemm(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                  AttentionScratch& sc) const;
   // Q8_0 cache: AVX-512 kernels on the Q8_0 rows / the SGEMM pair over chunks of widened rows.
-  void run_glue_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
+  void run_decode_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                    AttentionScratch& sc) const;
   void run_sgemm_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                     AttentionScratch& sc) const;
@@ -58,7 +58,7 @@ class MlaOp {
 
   float scale_ = 1.0f;
   KvCacheType kv_ = KvCacheType::F32;
-  bool avx512_ = false;  // the target allows AVX-512 (Q8_0 widening)
+  bool avx512_ = false;  // the target allows AVX-512 (Q8_0 kernels)
   mutable std::vector<float> widened_;  // F16 cache rows as F32 for the SGEMM path
   GlueFn scores_ = nullptr, values_ = nullptr;
 };
