@@ -21,7 +21,7 @@
 namespace zenmoe::tools {
 namespace {
 
-const std::vector<FlagSpec> kFlags = {
+const std::vector<FlagSpec> kFlags = with_weights_load_flags({
     {"model", "m", true, "model file (or give it as the first argument)"},
     {"threads", "t", true, "thread counts to measure, e.g. 1,2 (default 1)"},
     {"prompt", "p", true, "prompt tokens for the prefill figure (default 512)"},
@@ -36,7 +36,7 @@ const std::vector<FlagSpec> kFlags = {
     {"isa", "", true, "cap the bandwidth probe's loads: avx512, avx2 or scalar"},
     {"clock", "", true, "wall (default) or cpu: process CPU time / threads"},
     {"help", "h", false, "print this help"},
-};
+});
 
 struct Options {
   std::string model;
@@ -249,7 +249,9 @@ int bench_model(int argc, char** argv, int first) {
   }
   auto o = parse_options(*args);
   if (!o) return fail(o.error());
-  auto model = open_model(o->model);
+  auto load = weights_load_flags(*args);
+  if (!load) return fail(load.error());
+  auto model = open_model(o->model, *load);
   if (!model) return fail(model.error());
   auto stats = compute_stats(model->gguf);
   if (!stats) return fail(o->model + ": " + stats.error());

@@ -30,13 +30,29 @@ Expected<std::unique_ptr<Executor>> fast_engine(CompiledModel cm, const Executor
 
 const char* engine_name(Engine e) { return e == Engine::Reference ? "reference" : "best"; }
 
-Expected<OpenedModel> open_model(const std::string& path) {
+std::vector<FlagSpec> with_weights_load_flags(std::vector<FlagSpec> flags) {
+  const std::vector<FlagSpec> load = {
+      {"mmap", "", false, "map a plan's weights instead of copying them (starts sooner, decodes slower)"},
+      {"no-mmap", "", false, "copy a plan's weights into huge-page memory (default when under half of free memory)"},
+  };
+  flags.insert(flags.empty() ? flags.end() : flags.end() - 1, load.begin(), load.end());
+  return flags;
+}
+
+Expected<plan::WeightsLoad> weights_load_flags(const Args& a) {
+  if (a.has("mmap") && a.has("no-mmap")) return Error{"give --mmap or --no-mmap, not both"};
+  if (a.has("mmap")) return plan::WeightsLoad::kMap;
+  if (a.has("no-mmap")) return plan::WeightsLoad::kCopy;
+  return plan::WeightsLoad::kAuto;
+}
+
+Expected<OpenedModel> open_model(const std::string& path, plan::WeightsLoad load) {
   if (starts_with_gguf_magic(path) || path.size() < 6 || path.compare(path.size() - 6, 6, ".zplan") != 0) {
     auto m = gguf::Model::open(path);
     if (!m) return Error{m.error()};
     return OpenedModel{std::move(*m), nullptr};
   }
-  auto loaded = plan::read_plan(path);
+  auto loaded = plan::read_plan(path, load);
   if (!loaded) return Error{loaded.error()};
   auto g = plan::open_plan_gguf(loaded->header, isa::host_features());
   if (!g) return Error{g.error()};

@@ -5,15 +5,15 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "codegen/isa.h"
 #include "kernels/status.h"
 #include "runtime/executor.h"
 #include "runtime/gguf.h"
+#include "runtime/plan_file.h"
+#include "tools/args.h"
 
-namespace zenmoe::plan {
-class LoadedPlan;
-}
 
 namespace zenmoe::tools {
 
@@ -30,7 +30,12 @@ struct OpenedModel {
   gguf::Model gguf;
   std::shared_ptr<const plan::LoadedPlan> plan;  // null for a GGUF
 };
-Expected<OpenedModel> open_model(const std::string& path);
+Expected<OpenedModel> open_model(const std::string& path, plan::WeightsLoad load = plan::WeightsLoad::kAuto);
+
+// --mmap / --no-mmap, for the commands that open a model: how a plan's weights reach memory.
+// Adds the two flags to a command's list, before its last entry (--help).
+std::vector<FlagSpec> with_weights_load_flags(std::vector<FlagSpec> flags);
+Expected<plan::WeightsLoad> weights_load_flags(const Args& a);
 
 // The model must outlive the executor.
 Expected<std::unique_ptr<Executor>> make_engine(const OpenedModel& model, const ExecutorOptions& opts, Engine which);
