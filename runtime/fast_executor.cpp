@@ -201,6 +201,7 @@ Status Impl::init(std::shared_ptr<const CompiledModel> cm, const FastExecutorOpt
   n_ctx_ = o.base.n_ctx;
   if (n_ctx_ < 1) return Error{"fast executor: context size must be at least 1"};
   if (opts_.max_batch < 1) return Error{"fast executor: max batch must be at least 1"};
+  opts_.max_batch = std::min(opts_.max_batch, n_ctx_);  // no chunk is longer than the context
   const ir::Graph& g = cm_->graph;
   tokens_ = g.find("tokens");
   positions_ = g.find("positions");

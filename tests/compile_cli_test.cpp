@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -53,6 +55,19 @@ TEST_F(CompileCli, PlanGivesTheLogitsOfItsGguf) {
   const std::string a = testing_cli::slurp_file(dir_ / "plan.f32"), b = testing_cli::slurp_file(dir_ / "gguf.f32");
   EXPECT_EQ(a.size(), 7u * 512u * 4u);
   EXPECT_EQ(a, b);
+  // Seven tokens in chunks of two: the same logits up to float summation order.
+  ASSERT_EQ(zenmoe("logits -m " + q(plan_) + " -ub 2" + toks + q(dir_ / "ub.f32")).status, 0);
+  const std::string chunked = testing_cli::slurp_file(dir_ / "ub.f32");
+  ASSERT_EQ(chunked.size(), a.size());
+  float max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < a.size(); i += 4) {
+    float x, y;
+    std::memcpy(&x, a.data() + i, 4);
+    std::memcpy(&y, chunked.data() + i, 4);
+    max_diff = std::max(max_diff, std::fabs(x - y));
+    max_abs = std::max(max_abs, std::fabs(x));
+  }
+  EXPECT_LE(max_diff, 1e-3f * max_abs) << "max |logit| " << max_abs;
   // Mapped or copied into huge-page memory, the weights are the same bytes.
   for (const std::string load : {"--mmap", "--no-mmap"}) {
     ASSERT_EQ(zenmoe("logits -m " + q(plan_) + " " + load + " " + toks + q(dir_ / "load.f32")).status, 0) << load;
@@ -89,6 +104,7 @@ TEST_F(CompileCli, BadInputsFailCleanly) {
   expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 --cache-type-k q4", "unknown cache type 'q4'");
   expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 -ctk f16 -ctv f32", "one latent cache");
   expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 --mmap --no-mmap", "not both");
+  expect_one_line_error("logits -m " + q(gguf_) + " --tokens 1 --mode prefill -o x -ub 0", "ubatch-size");
   // A plan that is not a plan.
   fs::copy_file(fs::path(ZENMOE_ORACLE_DIR) / "tiny-q4ks.dequant.json", dir_ / "bad.zplan");
   expect_one_line_error("run -m " + q(dir_ / "bad.zplan") + " -p hi -n 1", "bad.zplan");

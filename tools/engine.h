@@ -32,10 +32,15 @@ struct OpenedModel {
 };
 Expected<OpenedModel> open_model(const std::string& path, plan::WeightsLoad load = plan::WeightsLoad::kAuto);
 
-// --mmap / --no-mmap, for the commands that open a model: how a plan's weights reach memory.
-// Adds the two flags to a command's list, before its last entry (--help).
-std::vector<FlagSpec> with_weights_load_flags(std::vector<FlagSpec> flags);
-Expected<plan::WeightsLoad> weights_load_flags(const Args& a);
+// The flags of every command that runs a model (run, logits, bench model): --mmap, --no-mmap
+// (how a plan's weights reach memory) and --ubatch-size (tokens per forward chunk). Added to a
+// command's list before its last entry (--help).
+std::vector<FlagSpec> with_engine_flags(std::vector<FlagSpec> flags);
+struct EngineFlags {
+  plan::WeightsLoad load = plan::WeightsLoad::kAuto;
+  int n_ubatch = ExecutorOptions{}.n_ubatch;
+};
+Expected<EngineFlags> parse_engine_flags(const Args& a);
 
 // The model must outlive the executor.
 Expected<std::unique_ptr<Executor>> make_engine(const OpenedModel& model, const ExecutorOptions& opts, Engine which);

@@ -26,7 +26,7 @@
 namespace zenmoe::tools {
 namespace {
 
-const std::vector<FlagSpec> kFlags = with_weights_load_flags({
+const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"model", "m", true, "model file (.gguf, first part of a split model, or a .zplan from zenmoe compile)"},
     {"prompt", "p", true, "prompt text"},
     {"file", "f", true, "read the prompt from this file"},
@@ -236,9 +236,9 @@ int cmd_run(int argc, char** argv, int first) {
   }
   auto opts = parse_options(*args);
   if (!opts) return fail(opts.error());
-  auto load = weights_load_flags(*args);
-  if (!load) return fail(load.error());
-  auto model = open_model(opts->model_path, *load);
+  auto ef = parse_engine_flags(*args);
+  if (!ef) return fail(ef.error());
+  auto model = open_model(opts->model_path, ef->load);
   if (!model) return fail(model.error());
   auto tk = tok::Tokenizer::from_metadata(model->gguf.metadata());
   if (!tk) return fail(tk.error());
@@ -255,6 +255,7 @@ int cmd_run(int argc, char** argv, int first) {
   ExecutorOptions eo;
   eo.n_ctx = opts->n_ctx;
   eo.n_threads = opts->n_threads;
+  eo.n_ubatch = ef->n_ubatch;
   eo.profile = opts->profile;
   eo.kv_f16 = opts->kv_f16;
   auto ex = make_engine(*model, eo, opts->force_ref ? Engine::Reference : Engine::Best);
