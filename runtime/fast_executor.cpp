@@ -105,6 +105,7 @@ class Impl final : public FastExecutor {
   std::vector<Tensor> tensors_;
   std::vector<Step> steps_;
   std::vector<AttentionScratch> scratch_;
+  MatScratch mat_scratch_;
   std::vector<std::string> dispatch_;
   std::map<std::string, double> profile_;
   int tokens_ = -1, positions_ = -1, logits_ = -1;
@@ -168,7 +169,7 @@ Status Impl::build_steps() {
       s.out_t.push_back(true);
     }
     if (n.op == ir::OpKind::MatMul || n.op == ir::OpKind::MatMulId) {
-      auto m = MatOp::create(n, g, *cm_, tiles);
+      auto m = MatOp::create(n, g, *cm_, tiles, &mat_scratch_);
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::Mat;
       dispatch_.push_back(g.values[static_cast<size_t>(n.inputs[0])].name + ": " + (*m)->kernel_name());
