@@ -92,6 +92,9 @@ class Graph {
   std::vector<Value> values;     // indexed by value id
   std::vector<Node> nodes;       // in execution order
   std::vector<int> outputs;      // value ids the caller reads (logits)
+  std::vector<Attr> attrs;       // graph-wide pass annotations (memory plan), printed if any
+
+  int64_t attr_int(std::string_view key, int64_t def = 0) const;  // `def` when absent
 
   int add_value(Value v);        // returns the new id (names are not checked here)
   int find(std::string_view name) const;  // -1 when absent

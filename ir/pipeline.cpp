@@ -1,6 +1,7 @@
 #include "ir/pipeline.h"
 
 #include "ir/fusion.h"
+#include "ir/memplan.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 
@@ -16,6 +17,7 @@ const std::vector<Pass>& pipeline_passes() {
   static const std::vector<Pass> passes = {
       {"verify", verify_pass},
       {"fusion", fuse},
+      {"memplan", plan_memory_pass},
   };
   return passes;
 }

@@ -26,6 +26,8 @@ struct PipelineOptions {
   std::function<bool(GgmlType weight, int64_t K, int64_t F, GgmlType out)> gate_up_kernel;
   // fusion: fold residual adds into matmul accumulate epilogues (matmul_add).
   bool fuse_residual = false;
+  // memplan: tokens per forward chunk the arena is laid out for (0: no recorded plan).
+  int64_t max_tokens = 0;
 };
 
 using PassFn = Status (*)(Graph&, const PipelineOptions&);

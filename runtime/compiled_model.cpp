@@ -67,6 +67,7 @@ ir::PipelineOptions pipeline_options(isa::Target target) {
   ir::PipelineOptions o;
   // Residual adds become accumulating GEMV/GEMM calls; every format with a kernel has both.
   o.fuse_residual = true;
+  o.max_tokens = kDefaultMaxBatch;
   // The fused gate/up kernel exists for Q4_K weights writing Q8_K, at AVX-512 levels (its
   // scalar form is a test reference, slower than the unfused path).
   o.gate_up_kernel = [target](GgmlType w, int64_t K, int64_t F, GgmlType out) {

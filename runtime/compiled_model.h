@@ -24,6 +24,10 @@ namespace gguf {
 class Model;
 }
 
+// Tokens per forward chunk the fast executor uses unless told otherwise; the memory plan is
+// recorded for this batch at compile time.
+inline constexpr int kDefaultMaxBatch = 128;
+
 enum class PackKind : uint32_t {
   kWeights = 0,  // one weight as stored (plan::kPackWeights)
   kGateUp = 1,   // a gate and an up weight, rows interleaved (plan::kPackGateUp, pack_gate_up)

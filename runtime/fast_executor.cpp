@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ir/memory_plan.h"
+#include "ir/memplan.h"
 #include "runtime/fast_attention.h"
 #include "runtime/fast_gate_up.h"
 #include "runtime/fast_glue.h"
@@ -116,9 +117,16 @@ class Impl final : public FastExecutor {
 
 Status Impl::bind_values() {
   const ir::Graph& g = cm_->graph;
-  auto plan = ir::plan_memory(g, opts_.max_batch);
-  if (!plan) return Error{plan.error()};
-  mem_ = std::move(*plan);
+  // The layout the memplan pass recorded (plan files carry it), else one made now.
+  auto recorded = ir::recorded_memory_plan(g, opts_.max_batch);
+  if (!recorded) return Error{"fast executor: " + recorded.error()};
+  if (recorded->has_value()) {
+    mem_ = std::move(**recorded);
+  } else {
+    auto plan = ir::plan_memory(g, opts_.max_batch);
+    if (!plan) return Error{plan.error()};
+    mem_ = std::move(*plan);
+  }
   arena_ = zeroed(mem_.arena_bytes);
   if (!arena_) return Error{"fast executor: cannot allocate a " + std::to_string(mem_.arena_bytes) + "-byte arena"};
   tensors_.assign(g.values.size(), Tensor{});

@@ -15,6 +15,7 @@
 #include "ir/builder.h"
 #include "ir/fusion.h"
 #include "ir/memory_plan.h"
+#include "ir/memplan.h"
 #include "ir/parser.h"
 #include "ir/pipeline.h"
 #include "ir/printer.h"
@@ -150,6 +151,51 @@ TEST(MemoryPlanPass, MatMulAddAccumulatesInItsAccumulatorsSlot) {
   EXPECT_LE(p->arena_bytes, p->naive_bytes);
 }
 
+TEST(MemoryPlanPass, RecordsTheArenaLayoutAndReadsItBack) {
+  auto g = ir::build_graph(testing::tiny_info(q8_spec()));
+  ASSERT_TRUE(g.has_value());
+  ir::PipelineOptions o = fuse_all();
+  o.max_tokens = 16;
+  std::string text;
+  o.dump_after = "memplan";
+  o.dump = [&](const std::string&, const std::string& t) { text = t; };
+  ASSERT_TRUE(ir::run_pipeline(*g, o).is_ok());
+  EXPECT_NE(text.find("  attrs {max_tokens=16, arena_bytes="), std::string::npos) << text.substr(0, 200);
+  EXPECT_NE(text.find("arena.tokens=0"), std::string::npos);
+  auto fresh = ir::plan_memory(*g, 16);
+  ASSERT_TRUE(fresh.has_value());
+  // Parsed back from text (as a plan file holds it), the layout is the one the pass made.
+  auto back = ir::parse_graph(ir::print_graph(*g));
+  ASSERT_TRUE(back.has_value()) << back.error();
+  auto rec = ir::recorded_memory_plan(*back, 8);
+  ASSERT_TRUE(rec.has_value()) << rec.error();
+  ASSERT_TRUE(rec->has_value());
+  EXPECT_EQ((*rec)->arena_bytes, fresh->arena_bytes);
+  EXPECT_EQ((*rec)->max_tokens, 16);
+  int placed = 0;
+  for (size_t i = 0; i < back->values.size(); ++i) {  // the parser numbers values in text order
+    const int id = g->find(back->values[i].name);
+    ASSERT_GE(id, 0);
+    EXPECT_EQ((*rec)->offset[i], fresh->offset[static_cast<size_t>(id)]) << back->values[i].name;
+    placed += (*rec)->offset[i] >= 0;
+  }
+  EXPECT_GT(placed, 50);
+  // A bigger batch than recorded: no recorded plan (the executor makes its own).
+  auto big = ir::recorded_memory_plan(*back, 17);
+  ASSERT_TRUE(big.has_value());
+  EXPECT_FALSE(big->has_value());
+  // A damaged offset is refused, not followed outside the arena.
+  for (ir::Attr& a : back->nodes[3].attrs)
+    if (a.key == "arena") a.value = int64_t{1} << 30;
+  auto bad = ir::recorded_memory_plan(*back, 8);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().find("no valid arena offset"), std::string::npos) << bad.error();
+  // Running the pass again replaces the annotations instead of adding more.
+  const std::string once = ir::print_graph(*g);
+  ASSERT_TRUE(ir::plan_memory_pass(*g, o).is_ok());
+  EXPECT_EQ(ir::print_graph(*g), once);
+}
+
 class FusedFast : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -230,6 +276,26 @@ TEST_F(FusedFast, FusedLogitsMatchUnfused) {
   std::printf("[passes] fused vs unfused fast logits: max rel diff %.3e, top-1 %d/%d\n", worst, top1, T);
   EXPECT_LE(worst, 2e-2);
   EXPECT_GE(top1, T - 1);
+}
+
+TEST_F(FusedFast, RecordedMemoryPlanGivesTheSameLogits) {
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value());
+  auto with = compile(*model, true);
+  ASSERT_TRUE(with);
+  ASSERT_EQ(with->graph.attr_int("max_tokens"), kDefaultMaxBatch);
+  CompiledModel copy = *with;
+  copy.graph.attrs.clear();
+  for (ir::Node& n : copy.graph.nodes)
+    n.attrs.erase(std::remove_if(n.attrs.begin(), n.attrs.end(), [](const ir::Attr& a) { return a.key.rfind("arena", 0) == 0; }),
+                  n.attrs.end());
+  auto a = fast(with, 2, 8), b = fast(std::make_shared<const CompiledModel>(std::move(copy)), 2, 8);
+  ASSERT_TRUE(a && b);
+  const std::vector<int32_t> toks = {5, 99, 7, 300, 2, 41, 8, 8, 1, 60, 3};
+  std::vector<float> la(static_cast<size_t>(a->n_vocab()) * toks.size()), lb(la.size());
+  ASSERT_TRUE(a->eval(toks, la.data(), true).is_ok());
+  ASSERT_TRUE(b->eval(toks, lb.data(), true).is_ok());
+  EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
 }
 
 TEST_F(FusedFast, PlanOfFusedGraphLoadsAndGivesTheSameLogits) {
