@@ -26,6 +26,8 @@ constexpr OpEntry kOps[] = {
     {OpKind::SwiGlu, "swiglu"},
     {OpKind::WeightedSum, "weighted_sum"},
     {OpKind::Add, "add"},
+    {OpKind::GateUpSwiGlu, "gate_up_swiglu"},
+    {OpKind::MatMulAdd, "matmul_add"},
 };
 
 }  // namespace
@@ -75,6 +77,12 @@ float Node::attr_float(std::string_view key, float def) const {
 std::string Node::attr_str(std::string_view key, std::string def) const {
   const AttrValue* v = attr(key);
   return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : def;
+}
+
+int64_t Graph::attr_int(std::string_view key, int64_t def) const {
+  for (const auto& a : attrs)
+    if (a.key == key) return std::holds_alternative<int64_t>(a.value) ? std::get<int64_t>(a.value) : def;
+  return def;
 }
 
 int Graph::add_value(Value v) {

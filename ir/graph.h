@@ -55,9 +55,13 @@ struct Value {
 //   swiglu(gate, up)                                    -> silu(gate) * up
 //   weighted_sum(y {D,k,T}, w {k,T})                    -> {D,T}   sum over k in slot order
 //   add(a, b)                                           -> a + b (same shapes)
+// Fused ops, made by the fusion pass (ir/fusion.h); each means the unfused sequence:
+//   gate_up_swiglu(w_gate {K,F}, w_up {K,F}, x {K,..})  -> {F,..} in the output's format:
+//        quantize(swiglu(matmul(w_gate, x), matmul(w_up, x)))
+//   matmul_add(w {K,N}, x {K,..}, acc f32 {N,..})       -> f32 {N,..}: acc + matmul(w, x)
 enum class OpKind : uint8_t {
   Embed, RmsNorm, Quantize, MatMul, MatMulId, Reshape, Slice, Rope, MlaAttention,
-  MhaAttention, Router, SwiGlu, WeightedSum, Add,
+  MhaAttention, Router, SwiGlu, WeightedSum, Add, GateUpSwiGlu, MatMulAdd,
 };
 const char* op_name(OpKind op);
 bool op_from_name(std::string_view name, OpKind* out);
@@ -88,6 +92,9 @@ class Graph {
   std::vector<Value> values;     // indexed by value id
   std::vector<Node> nodes;       // in execution order
   std::vector<int> outputs;      // value ids the caller reads (logits)
+  std::vector<Attr> attrs;       // graph-wide pass annotations (memory plan), printed if any
+
+  int64_t attr_int(std::string_view key, int64_t def = 0) const;  // `def` when absent
 
   int add_value(Value v);        // returns the new id (names are not checked here)
   int find(std::string_view name) const;  // -1 when absent

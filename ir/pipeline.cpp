@@ -1,5 +1,7 @@
 #include "ir/pipeline.h"
 
+#include "ir/fusion.h"
+#include "ir/memplan.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 
@@ -7,13 +9,15 @@ namespace zenmoe::ir {
 
 namespace {
 
-Status verify_pass(Graph& g) { return verify(g); }
+Status verify_pass(Graph& g, const PipelineOptions&) { return verify(g); }
 
 }  // namespace
 
 const std::vector<Pass>& pipeline_passes() {
   static const std::vector<Pass> passes = {
       {"verify", verify_pass},
+      {"fusion", fuse},
+      {"memplan", plan_memory_pass},
   };
   return passes;
 }
@@ -30,7 +34,7 @@ Status run_pipeline(Graph& g, const PipelineOptions& opt) {
     if (!known) return Error{"unknown pass '" + opt.dump_after + "' (passes: " + names + ", all)"};
   }
   for (const auto& p : passes) {
-    Status s = p.run(g);
+    Status s = p.run(g, opt);
     if (!s) return Error{std::string(p.name) + ": " + s.message()};
     if (opt.dump && (opt.dump_after == "all" || opt.dump_after == p.name))
       opt.dump(p.name, print_graph(g));

@@ -1,17 +1,36 @@
 // The ordered list of passes run on a graph. A pass is one header declaring one function
-// `Status name(Graph&)` plus one .cpp; adding a pass is one line in pipeline.cpp's table.
+// `Status name(Graph&, const PipelineOptions&)` plus one .cpp; adding a pass is one line in
+// pipeline.cpp's table.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
+#include "kernels/formats.h"
 #include "kernels/status.h"
 
 namespace zenmoe::ir {
 
-using PassFn = Status (*)(Graph&);
+// What the passes may know about the target. ir/ depends on no runtime or codegen code, so the
+// caller (runtime/compiled_model.h: pipeline_options) folds the kernel registry's answers and
+// the machine's cache sizes in here; with the defaults every pass but verify changes nothing.
+struct PipelineOptions {
+  std::string dump_after;  // pass name ("" none, "all" every pass)
+  // Receives (pass name, printed graph) after each pass selected by dump_after.
+  std::function<void(const std::string&, const std::string&)> dump;
+  // fusion: whether a fused gate+up+SwiGLU kernel runs weights of this format with K inputs
+  // and F outputs per token, writing `out` activations. Null: no gate/up fusion.
+  std::function<bool(GgmlType weight, int64_t K, int64_t F, GgmlType out)> gate_up_kernel;
+  // fusion: fold residual adds into matmul accumulate epilogues (matmul_add).
+  bool fuse_residual = false;
+  // memplan: tokens per forward chunk the arena is laid out for (0: no recorded plan).
+  int64_t max_tokens = 0;
+};
+
+using PassFn = Status (*)(Graph&, const PipelineOptions&);
 
 struct Pass {
   const char* name;  // as given to --dump-after
@@ -20,12 +39,6 @@ struct Pass {
 
 // The passes in the order run_pipeline runs them.
 const std::vector<Pass>& pipeline_passes();
-
-struct PipelineOptions {
-  std::string dump_after;  // pass name ("" none, "all" every pass)
-  // Receives (pass name, printed graph) after each pass selected by dump_after.
-  std::function<void(const std::string&, const std::string&)> dump;
-};
 
 // Runs every pass in order; stops at the first error, prefixed with the pass name. An unknown
 // dump_after name is an error listing the known ones.

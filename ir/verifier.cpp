@@ -81,6 +81,8 @@ class NodeChecker {
   bool router();
   bool elementwise();
   bool weighted_sum();
+  bool gate_up_swiglu();
+  bool matmul_add();
 
   const Graph& g_;
   const Node& n_;
@@ -102,6 +104,8 @@ bool NodeChecker::check() {
     case OpKind::SwiGlu:
     case OpKind::Add: return elementwise();
     case OpKind::WeightedSum: return weighted_sum();
+    case OpKind::GateUpSwiGlu: return gate_up_swiglu();
+    case OpKind::MatMulAdd: return matmul_add();
   }
   return fail("unknown op");
 }
@@ -287,6 +291,30 @@ bool NodeChecker::weighted_sum() {
   return type_is(out(0), GgmlType::F32) && shape_is(out(0), {in(0).shape[0], in(0).shape[2]});
 }
 
+bool NodeChecker::gate_up_swiglu() {
+  if (!arity(3, 3, 1) || !check_activation(*this, in(0), in(2)) || !check_activation(*this, in(1), in(2)) ||
+      !rank_is(in(0), 2) || !shape_is(in(1), in(0).shape) || !type_is(in(1), in(0).type))
+    return false;
+  const Shape& x = in(2).shape;
+  if (x.empty() || x[0] != in(0).shape[0]) return fail("%" + in(2).name + " rows do not match %" + in(0).name);
+  Shape o = x;
+  o[0] = in(0).shape[1];
+  const FormatTraits* tr = format_traits(out(0).type);
+  if (!tr || !tr->from_float || o[0] % tr->block_elems != 0)
+    return fail(std::string("cannot quantise the SwiGLU output to ") + type_name(out(0).type));
+  return shape_is(out(0), o);
+}
+
+bool NodeChecker::matmul_add() {
+  if (!arity(3, 3, 1) || !check_activation(*this, in(0), in(1)) || !rank_is(in(0), 2)) return false;
+  const Shape& x = in(1).shape;
+  if (x.empty() || x[0] != in(0).shape[0]) return fail("%" + in(1).name + " rows do not match %" + in(0).name);
+  Shape o = x;
+  o[0] = in(0).shape[1];
+  return type_is(in(2), GgmlType::F32) && shape_is(in(2), o) && type_is(out(0), GgmlType::F32) &&
+         shape_is(out(0), o);
+}
+
 // The op and input slot a weight of this name may appear in.
 bool weight_role_ok(const std::string& full, OpKind op, size_t slot) {
   std::string name = full;
@@ -303,7 +331,8 @@ bool weight_role_ok(const std::string& full, OpKind op, size_t slot) {
   if (ends("_norm.weight")) return op == OpKind::RmsNorm && slot == 1;
   if (name == "exp_probs_b.bias") return op == OpKind::Router && slot == 1;
   if (ends("_exps.weight")) return op == OpKind::MatMulId && slot == 0;
-  return op == OpKind::MatMul && slot == 0;
+  if (op == OpKind::GateUpSwiGlu) return slot < 2;
+  return (op == OpKind::MatMul || op == OpKind::MatMulAdd) && slot == 0;
 }
 
 std::string where(const Graph& g, size_t i) {

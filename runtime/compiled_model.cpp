@@ -45,13 +45,60 @@ isa::IsaLevel level_for(GgmlType format, isa::IsaLevel target) {
   return best;
 }
 
+// The row block and packed size of `r` (format, rows, cols, n_mats set); false when the
+// packer refuses the shape (the weight then stays on the raw path).
+bool fill_layout(PackRequest& r, isa::Target target) {
+  isa::Target t = target;
+  t.level = level_for(r.packed, target.level);
+  r.row_block = default_gemv_desc(r.packed, static_cast<int32_t>(r.cols), t).row_block;
+  auto layout = pack_layout(r.packed, r.row_block, r.rows, r.cols);
+  if (!layout) return false;
+  r.mat_stride = static_cast<uint64_t>(layout->total_bytes);
+  r.nbytes = r.mat_stride * static_cast<uint64_t>(r.n_mats);
+  return true;
+}
+
 }  // namespace
+
+std::string gate_up_pack_name(const ir::Node& n, const ir::Graph& g) {
+  return g.values[static_cast<size_t>(n.inputs[0])].name + "+" + g.values[static_cast<size_t>(n.inputs[1])].name;
+}
+
+ir::PipelineOptions pipeline_options(isa::Target target) {
+  ir::PipelineOptions o;
+  // Residual adds become accumulating GEMV/GEMM calls; every format with a kernel has both.
+  o.fuse_residual = true;
+  o.max_tokens = kDefaultMaxBatch;
+  // The fused gate/up kernel exists for Q4_K weights writing Q8_K, at AVX-512 levels (its
+  // scalar form is a test reference, slower than the unfused path).
+  o.gate_up_kernel = [target](GgmlType w, int64_t K, int64_t F, GgmlType out) {
+    if (w != GgmlType::Q4_K || out != GgmlType::Q8_K || F % 256 != 0 || !pack_supported(w)) return false;
+    if (level_for(w, target.level) < isa::IsaLevel::kAvx512) return false;
+    isa::Target t = target;
+    t.level = level_for(w, target.level);
+    return static_cast<bool>(validate(default_gemv_desc(w, static_cast<int32_t>(K), t, KernelOp::kGateUpSwiglu)));
+  };
+  return o;
+}
 
 std::vector<PackRequest> pack_requests(const ir::Graph& g, isa::Target target) {
   std::vector<PackRequest> out;
   std::set<int> seen;
   for (const ir::Node& n : g.nodes) {
-    if (n.op != ir::OpKind::MatMul && n.op != ir::OpKind::MatMulId) continue;
+    if (n.op == ir::OpKind::GateUpSwiGlu) {
+      const ir::Value& w = g.values[static_cast<size_t>(n.inputs[0])];
+      PackRequest r;
+      r.name = gate_up_pack_name(n, g);
+      r.kind = PackKind::kGateUp;
+      r.gate = w.name;
+      r.up = g.values[static_cast<size_t>(n.inputs[1])].name;
+      r.source = r.packed = w.type;
+      r.cols = w.shape[0];
+      r.rows = 2 * w.shape[1];
+      if (fill_layout(r, target)) out.push_back(std::move(r));
+      continue;
+    }
+    if (n.op != ir::OpKind::MatMul && n.op != ir::OpKind::MatMulId && n.op != ir::OpKind::MatMulAdd) continue;
     const int wid = n.inputs[0];
     if (!seen.insert(wid).second) continue;
     const ir::Value& w = g.values[static_cast<size_t>(wid)];
@@ -65,19 +112,30 @@ std::vector<PackRequest> pack_requests(const ir::Graph& g, isa::Target target) {
     r.cols = w.shape[0];
     r.rows = w.shape[1];
     r.n_mats = w.shape.size() == 3 ? w.shape[2] : 1;
-    isa::Target t = target;
-    t.level = level_for(packed, target.level);
-    r.row_block = default_gemv_desc(packed, static_cast<int32_t>(r.cols), t).row_block;
-    auto layout = pack_layout(packed, r.row_block, r.rows, r.cols);
-    if (!layout) continue;  // shapes the packer refuses stay on the raw path
-    r.mat_stride = static_cast<uint64_t>(layout->total_bytes);
-    r.nbytes = r.mat_stride * static_cast<uint64_t>(r.n_mats);
-    out.push_back(std::move(r));
+    if (fill_layout(r, target)) out.push_back(std::move(r));
   }
   return out;
 }
 
-Status pack_into_request(const PackRequest& req, const WeightBytes& src, uint8_t* dst) {
+namespace {
+
+// Gate and up rows interleaved, packed as one matrix of 2 x rows.
+Status pack_gate_up_request(const PackRequest& req, const WeightBytes& gate, const WeightBytes* up, uint8_t* dst) {
+  if (up == nullptr) return Error{req.name + ": no up weight given for the gate/up pair"};
+  const uint64_t each = static_cast<uint64_t>(row_bytes(req.source, req.cols) * (req.rows / 2));
+  if (gate.nbytes != each || up->nbytes != each)
+    return Error{req.name + ": gate/up tensors have " + std::to_string(gate.nbytes) + " and " +
+                 std::to_string(up->nbytes) + " bytes, expected " + std::to_string(each)};
+  auto p = pack_gate_up(req.packed, req.row_block, gate.data, up->data, each, req.rows / 2, req.cols);
+  if (!p) return Error{req.name + ": " + p.error()};
+  std::memcpy(dst, p->data.get(), static_cast<size_t>(p->layout.total_bytes));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status pack_into_request(const PackRequest& req, const WeightBytes& src, uint8_t* dst, const WeightBytes* up) {
+  if (req.kind == PackKind::kGateUp) return pack_gate_up_request(req, src, up, dst);
   auto layout = pack_layout(req.packed, req.row_block, req.rows, req.cols);
   if (!layout) return Error{req.name + ": " + layout.error()};
   const uint64_t src_row = static_cast<uint64_t>(row_bytes(req.source, req.cols));
@@ -109,7 +167,7 @@ Expected<CompiledModel> compile_in_memory(const gguf::Model& model, const Compil
   if (!g) return Error{g.error()};
   CompiledModel cm;
   cm.graph = std::move(*g);
-  ZENMOE_RETURN_IF_ERROR(ir::run_pipeline(cm.graph));
+  ZENMOE_RETURN_IF_ERROR(ir::run_pipeline(cm.graph, opts.fuse ? pipeline_options(opts.target) : ir::PipelineOptions{}));
   cm.target = opts.target;
   for (const auto& t : model.tensors()) cm.raw[t.name] = WeightBytes{t.data, t.nbytes};
   const std::vector<PackRequest> reqs = pack_requests(cm.graph, opts.target);
@@ -120,10 +178,13 @@ Expected<CompiledModel> compile_in_memory(const gguf::Model& model, const Compil
   if (!mem) return Error{mem.error()};
   cm.storage.push_back(std::static_pointer_cast<void>(*mem));
   for (const PackRequest& r : reqs) {
-    auto it = cm.raw.find(r.name);
-    if (it == cm.raw.end()) return Error{"compile: no tensor '" + r.name + "' in the model"};
+    const bool pair = r.kind == PackKind::kGateUp;
+    auto it = cm.raw.find(pair ? r.gate : r.name);
+    auto up = pair ? cm.raw.find(r.up) : cm.raw.end();
+    if (it == cm.raw.end() || (pair && up == cm.raw.end()))
+      return Error{"compile: no tensor '" + r.name + "' in the model"};
     uint8_t* dst = mem->get() + done;
-    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, it->second, dst));
+    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, it->second, dst, pair ? &up->second : nullptr));
     PackedMats pm;
     pm.req = r;
     pm.layout = *pack_layout(r.packed, r.row_block, r.rows, r.cols);
@@ -161,7 +222,7 @@ Expected<CompiledModel> compiled_from_plan(std::shared_ptr<const plan::LoadedPla
     const PackRequest& r = reqs[i];
     const plan::PlanTensor& t = h.tensors[i];
     if (t.name != r.name || t.format != r.packed || t.row_block != r.row_block || t.rows != r.rows ||
-        t.cols != r.cols || t.n_mats != r.n_mats || t.kind != plan::kPackWeights || t.mat_stride < r.mat_stride)
+        t.cols != r.cols || t.n_mats != r.n_mats || t.kind != (r.kind == PackKind::kGateUp ? plan::kPackGateUp : plan::kPackWeights) || t.mat_stride < r.mat_stride)
       return Error{loaded->path + ": packed weight '" + t.name + "' does not match the graph's '" + r.name +
                    "' — recompile"};
     PackedMats pm;

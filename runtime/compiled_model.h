@@ -13,8 +13,10 @@
 
 #include "codegen/isa.h"
 #include "ir/graph.h"
+#include "ir/pipeline.h"
 #include "kernels/pack.h"
 #include "kernels/status.h"
+#include "runtime/executor.h"
 #include "runtime/ref_executor.h"
 
 namespace zenmoe {
@@ -23,10 +25,22 @@ namespace gguf {
 class Model;
 }
 
+// Tokens per forward chunk the fast executor uses unless told otherwise (ExecutorOptions'
+// n_ubatch, --ubatch-size); the memory plan is recorded for this batch at compile time.
+inline constexpr int kDefaultMaxBatch = ExecutorOptions{}.n_ubatch;
+
+enum class PackKind : uint32_t {
+  kWeights = 0,  // one weight as stored (plan::kPackWeights)
+  kGateUp = 1,   // a gate and an up weight, rows interleaved (plan::kPackGateUp, pack_gate_up)
+};
+
 // One weight to repack: a stack of n_mats matrices (experts or per-head slices), each
 // `rows` x `cols`, stored mat_stride bytes apart.
 struct PackRequest {
-  std::string name;        // the weight value's name in the graph (= the GGUF tensor)
+  std::string name;        // the weight value's name in the graph (= the GGUF tensor);
+                           // kGateUp: gate_up_pack_name (GGUF tensors `name` and `up`)
+  PackKind kind = PackKind::kWeights;
+  std::string gate, up;    // kGateUp: the two GGUF tensors (rows = 2 x their rows)
   GgmlType source = GgmlType::F32;  // format in the GGUF file
   GgmlType packed = GgmlType::F32;  // format the kernels read (Q5_0 becomes Q8_0, exactly)
   int32_t row_block = 16;
@@ -56,12 +70,21 @@ struct CompiledModel {
 // Deterministic order (graph order), so plan files are reproducible.
 std::vector<PackRequest> pack_requests(const ir::Graph& g, isa::Target target);
 
-// Writes the packed bytes of `req` (req.nbytes) from the GGUF bytes of the weight.
-Status pack_into_request(const PackRequest& req, const WeightBytes& src, uint8_t* dst);
+// Writes the packed bytes of `req` (req.nbytes) from the GGUF bytes of the weight (kGateUp:
+// `src` is the gate, `up` the up weight; unused otherwise).
+Status pack_into_request(const PackRequest& req, const WeightBytes& src, uint8_t* dst,
+                         const WeightBytes* up = nullptr);
+
+// The packed-weight key of a gate_up_swiglu node: "<gate tensor>+<up tensor>".
+std::string gate_up_pack_name(const ir::Node& n, const ir::Graph& g);
+
+// The pass options for `target`: fusions limited to what its kernels run.
+ir::PipelineOptions pipeline_options(isa::Target target);
 
 
 struct CompileOptions {
   isa::Target target;
+  bool fuse = true;  // run the fusions pipeline_options(target) allows (false: the plain graph)
   // Called with (bytes packed so far, total bytes) while weights are repacked.
   std::function<void(uint64_t, uint64_t)> progress;
 };

@@ -8,7 +8,9 @@
 #include <set>
 
 #include "ir/memory_plan.h"
+#include "ir/memplan.h"
 #include "runtime/fast_attention.h"
+#include "runtime/fast_gate_up.h"
 #include "runtime/fast_glue.h"
 #include "runtime/fast_matmul.h"
 #include "runtime/ref_executor_ops.h"
@@ -48,12 +50,13 @@ bool per_token(ir::OpKind op) {
   }
 }
 
-enum class StepKind { Light, Mat, Mla, Serial, View };
+enum class StepKind { Light, Mat, GateUp, Mla, Serial, View };
 
 struct Step {
   const ir::Node* node = nullptr;
   StepKind kind = StepKind::Light;
   std::unique_ptr<MatOp> mat;
+  std::unique_ptr<GateUpOp> gate_up;
   std::unique_ptr<MlaOp> mla;
   std::unique_ptr<LightGlue> glue;  // generated kernel of a light op (else the reference)
   std::vector<Tensor*> in, out;
@@ -115,9 +118,16 @@ class Impl final : public FastExecutor {
 
 Status Impl::bind_values() {
   const ir::Graph& g = cm_->graph;
-  auto plan = ir::plan_memory(g, opts_.max_batch);
-  if (!plan) return Error{plan.error()};
-  mem_ = std::move(*plan);
+  // The layout the memplan pass recorded (plan files carry it), else one made now.
+  auto recorded = ir::recorded_memory_plan(g, opts_.max_batch);
+  if (!recorded) return Error{"fast executor: " + recorded.error()};
+  if (recorded->has_value()) {
+    mem_ = std::move(**recorded);
+  } else {
+    auto plan = ir::plan_memory(g, opts_.max_batch);
+    if (!plan) return Error{plan.error()};
+    mem_ = std::move(*plan);
+  }
   arena_ = zeroed(mem_.arena_bytes);
   if (!arena_) return Error{"fast executor: cannot allocate a " + std::to_string(mem_.arena_bytes) + "-byte arena"};
   tensors_.assign(g.values.size(), Tensor{});
@@ -168,7 +178,13 @@ Status Impl::build_steps() {
       s.out.push_back(&tensors_[static_cast<size_t>(id)]);
       s.out_t.push_back(true);
     }
-    if (n.op == ir::OpKind::MatMul || n.op == ir::OpKind::MatMulId) {
+    if (n.op == ir::OpKind::GateUpSwiGlu) {
+      auto m = GateUpOp::create(n, g, *cm_, tiles.l2_bytes);
+      if (!m) return Error{"fast executor: " + m.error()};
+      s.kind = StepKind::GateUp;
+      dispatch_.push_back(gate_up_pack_name(n, g) + ": " + (*m)->kernel_name());
+      s.gate_up = std::move(*m);
+    } else if (n.op == ir::OpKind::MatMul || n.op == ir::OpKind::MatMulId || n.op == ir::OpKind::MatMulAdd) {
       auto m = MatOp::create(n, g, *cm_, tiles, &mat_scratch_);
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::Mat;
@@ -279,8 +295,14 @@ Status Impl::run_step(Step& s, int64_t T) {
       return Status::ok();
     case StepKind::Serial:
       return refexec::run_node(*s.node, s.in, s.out);
+    case StepKind::GateUp:
+      s.gate_up->prepare(*s.in[2]);
+      pool_->run([&](int tid) { s.gate_up->run(tid, nth, *s.in[2], *s.out[0]); });
+      return Status::ok();
     case StepKind::Mat:
-      ZENMOE_RETURN_IF_ERROR(s.mat->prepare(s.in.size() > 2 ? s.in[2] : nullptr, *s.in[1]));
+      if (s.node->op == ir::OpKind::MatMulAdd && s.out[0]->data != s.in[2]->cdata)  // not planned in place
+        std::memcpy(s.out[0]->data, s.in[2]->cdata, static_cast<size_t>(s.out[0]->numel()) * sizeof(float));
+      ZENMOE_RETURN_IF_ERROR(s.mat->prepare(s.node->op == ir::OpKind::MatMulId ? s.in[2] : nullptr, *s.in[1]));
       pool_->run([&](int tid) { s.mat->run(tid, nth, *s.in[1], *s.out[0]); });
       return Status::ok();
     case StepKind::Mla:

@@ -18,6 +18,7 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
   op->scratch_ = scratch;
   const ir::Value& w = g.values[static_cast<size_t>(n.inputs[0])];
   op->by_expert_ = n.op == ir::OpKind::MatMulId;
+  op->accumulate_ = n.op == ir::OpKind::MatMulAdd;  // y already holds the accumulator
   op->K_ = w.shape[0];
   op->N_ = w.shape[1];
   op->n_mats_ = w.shape.size() == 3 ? w.shape[2] : 1;
@@ -30,7 +31,8 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
   int64_t row_bytes_streamed = 0;
   if (pit != cm.packed.end()) {
     op->packed_ = &pit->second;
-    KernelDesc d = default_gemv_desc(pit->second.req.packed, static_cast<int32_t>(op->K_), cm.target);
+    KernelDesc d = default_gemv_desc(pit->second.req.packed, static_cast<int32_t>(op->K_), cm.target,
+                                     op->accumulate_ ? KernelOp::kGemvAccumulate : KernelOp::kGemv);
     // The packed layout fixed the row block and the level whose kernel exists for the format.
     d.row_block = static_cast<uint16_t>(pit->second.req.row_block);
     isa::IsaLevel best = isa::IsaLevel::kScalar;
@@ -45,7 +47,8 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
     // The GEMM kernel over the same packed bytes, when one exists for this format and level.
     for (isa::IsaLevel l : implemented_gemm_levels(d.weight)) {
       if (l > cm.target.level || !isa::host_supports(l) || l == isa::IsaLevel::kScalar) continue;
-      KernelDesc gd = default_gemm_desc(d.weight, d.cols, {l, cm.target.tuning});
+      KernelDesc gd = default_gemm_desc(d.weight, d.cols, {l, cm.target.tuning},
+                                        op->accumulate_ ? KernelOp::kGemmAccumulate : KernelOp::kGemm);
       if (gd.row_block != d.row_block) continue;
       auto gk = global_registry().get(gd);
       if (gk) {
@@ -72,6 +75,7 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
 }
 
 Status MatOp::prepare(const Tensor* ids, const Tensor& x) {
+  if (accumulate_ && ones_.size() < static_cast<size_t>(x.rows())) ones_.assign(static_cast<size_t>(x.rows()), 1.0f);
   if (!by_expert_) return Status::ok();
   const int64_t slots = ids->numel();
   expert_begin_.assign(static_cast<size_t>(n_mats_ + 1), 0);
@@ -111,6 +115,7 @@ void MatOp::gemm(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, int64_t 
   c.n = n;
   c.x_stride = x_stride;
   c.y_stride = y_stride;
+  if (accumulate_) c.alpha = ones_.data();  // sized by prepare()
   gemm_->gemm(c);
 }
 
@@ -148,7 +153,7 @@ void MatOp::rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y
     return;
   }
   const uint8_t* w = raw_ + static_cast<uint64_t>(mat) * static_cast<uint64_t>(N_ * raw_row_);
-  for (int64_t r = r0; r < r1; ++r) y[r] = ref::vec_dot_row(raw_type_, w + r * raw_row_, x, K_);
+  for (int64_t r = r0; r < r1; ++r) y[r] = (accumulate_ ? y[r] : 0.0f) + ref::vec_dot_row(raw_type_, w + r * raw_row_, x, K_);
 }
 
 // Column c of x multiplies matrix c % n_mats (one matrix, or one per head of a 3-D weight).

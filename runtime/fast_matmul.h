@@ -32,7 +32,7 @@ struct MatScratch {
 
 class MatOp {
  public:
-  // Node: matmul(w, x) or matmul_id(w, x, ids).
+  // Node: matmul(w, x), matmul_add(w, x, acc) (y must hold acc) or matmul_id(w, x, ids).
   // `scratch` must outlive the op.
   static Expected<std::unique_ptr<MatOp>> create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
                                                  const TileBudget& tiles, MatScratch* scratch);
@@ -53,6 +53,8 @@ class MatOp {
             int64_t y_stride) const;
 
   bool by_expert_ = false;
+  bool accumulate_ = false;  // matmul_add: y += W x (the executor put the accumulator in y)
+  std::vector<float> ones_;  // GEMM-accumulate factors (1 per token)
   int64_t K_ = 0, N_ = 0, n_mats_ = 1, row_block_ = 1, tile_rows_ = 1;
   const PackedMats* packed_ = nullptr;
   std::shared_ptr<const Kernel> kernel_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "kernels/ref/ops.h"
 #include "kernels/ref/quant.h"
@@ -60,6 +61,26 @@ void matmul(const Tensor& w, const Tensor& x, Tensor& y) {
     float* yc = y.f32() + c * N;
     for (int64_t r = 0; r < N; ++r) yc[r] = dot(w.type, wm + r * wrb, xc, K);
   }
+}
+
+// Fused ops (ir/graph.h) run as the sequences they stand for, so the reference numerics of a
+// fused graph are bit for bit those of the unfused one. The reference engine accepts every
+// graph the pipeline makes (rather than the pipeline running for the fast engine only) so a
+// plan's lowered graph, or a fused graph in a test, can always be checked against it.
+void gate_up_swiglu(const Tensor& wg, const Tensor& wu, const Tensor& x, Tensor& y) {
+  const int64_t n = wg.ne[1] * x.rows();
+  std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+  Tensor tg{GgmlType::F32, y.ne, reinterpret_cast<const uint8_t*>(g.data()), reinterpret_cast<uint8_t*>(g.data())};
+  Tensor tu{GgmlType::F32, y.ne, reinterpret_cast<const uint8_t*>(u.data()), reinterpret_cast<uint8_t*>(u.data())};
+  matmul(wg, x, tg);
+  matmul(wu, x, tu);
+  swiglu_ggml(g.data(), u.data(), g.data(), n);
+  quantize(tg, y);
+}
+
+void matmul_add(const Tensor& w, const Tensor& x, const Tensor& acc, Tensor& y) {
+  matmul(w, x, y);
+  ref::add(acc.cf32(), y.cf32(), y.f32(), y.numel());
 }
 
 // y[t][j][n] = W_{ids[t][j]}[n] · x[t] (or x[t][j] when x has a slot dimension).
@@ -233,6 +254,8 @@ Status run_node(const Node& n, std::span<Tensor* const> in, std::span<Tensor* co
     case OpKind::SwiGlu: swiglu_ggml(in[0]->cf32(), in[1]->cf32(), y.f32(), y.numel()); break;
     case OpKind::WeightedSum: weighted_sum(*in[0], *in[1], y); break;
     case OpKind::Add: ref::add(in[0]->cf32(), in[1]->cf32(), y.f32(), y.numel()); break;
+    case OpKind::GateUpSwiGlu: gate_up_swiglu(*in[0], *in[1], *in[2], y); break;
+    case OpKind::MatMulAdd: matmul_add(*in[0], *in[1], *in[2], y); break;
   }
   return Status::ok();
 }

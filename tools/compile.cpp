@@ -56,10 +56,11 @@ plan::PlanHeader make_header(const ir::Graph& g, const std::vector<PackRequest>&
     t.rows = r.rows;
     t.cols = r.cols;
     t.n_mats = r.n_mats;
-    t.kind = plan::kPackWeights;
+    t.kind = r.kind == PackKind::kGateUp ? plan::kPackGateUp : plan::kPackWeights;
     t.mat_stride = r.mat_stride;
     h.tensors.push_back(t);
-    KernelDesc d = default_gemv_desc(r.packed, static_cast<int32_t>(r.cols), target);
+    KernelDesc d = default_gemv_desc(r.packed, static_cast<int32_t>(r.cols), target,
+                                     r.kind == PackKind::kGateUp ? KernelOp::kGateUpSwiglu : KernelOp::kGemv);
     d.row_block = static_cast<uint16_t>(r.row_block);
     if (validate(d)) h.kernels.push_back(d);
   }
@@ -86,7 +87,7 @@ int cmd_compile(int argc, char** argv, int first) {
   if (!model) return fail(model.error());
   auto g = build_graph_from_gguf(*model);
   if (!g) return fail(g.error());
-  ir::PipelineOptions po;
+  ir::PipelineOptions po = pipeline_options(*target);
   po.dump_after = args->get("dump-after");
   po.dump = [](const std::string& pass, const std::string& text) {
     std::fprintf(stderr, "; IR after %s\n%s", pass.c_str(), text.c_str());
@@ -101,9 +102,12 @@ int cmd_compile(int argc, char** argv, int first) {
   ProgressBar bar("compile", total);
   st = plan::write_plan(out, h, [&](size_t i, uint8_t* dst) -> Status {
     const PackRequest& r = reqs[i];
-    const auto* t = model->find_tensor(r.name);
-    if (t == nullptr) return Error{"no tensor '" + r.name + "' in " + model_path};
-    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, WeightBytes{t->data, t->nbytes}, dst));
+    const bool pair = r.kind == PackKind::kGateUp;
+    const auto* t = model->find_tensor(pair ? r.gate : r.name);
+    const auto* up = pair ? model->find_tensor(r.up) : nullptr;
+    if (t == nullptr || (pair && up == nullptr)) return Error{"no tensor '" + r.name + "' in " + model_path};
+    const WeightBytes up_bytes = pair ? WeightBytes{up->data, up->nbytes} : WeightBytes{};
+    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, WeightBytes{t->data, t->nbytes}, dst, pair ? &up_bytes : nullptr));
     bar.counter() += r.nbytes;
     return Status::ok();
   });

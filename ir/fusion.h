@@ -1,0 +1,19 @@
+// Fusion pass: rewrites op sequences into the fused ops the executors run as one kernel.
+//   1. matmul(w_gate, x), matmul(w_up, x) -> swiglu -> quantize  becomes
+//      gate_up_swiglu(w_gate, w_up, x) when PipelineOptions::gate_up_kernel accepts the shape
+//      (dense FFN and shared experts; the result is the down projection's activation).
+//   2. add(acc, matmul(w, x)) with a 2-D weight becomes matmul_add(w, x, acc) when
+//      PipelineOptions::fuse_residual is set and acc is dead after the add, so the product
+//      accumulates into acc's bytes (the memory plan gives both one arena slot).
+// Intermediate values the rewrites make unused are removed; the result is verified.
+#pragma once
+
+#include "ir/graph.h"
+#include "ir/pipeline.h"
+#include "kernels/status.h"
+
+namespace zenmoe::ir {
+
+Status fuse(Graph& g, const PipelineOptions& opt);
+
+}  // namespace zenmoe::ir

@@ -1,0 +1,116 @@
+#include "runtime/fast_gate_up.h"
+
+#include <algorithm>
+
+#include "codegen/kernel_desc.h"
+#include "codegen/registry.h"
+#include "kernels/ref/quant.h"
+#include "runtime/ref_executor_numerics.h"
+#include "runtime/thread_pool.h"
+
+namespace zenmoe {
+
+using refexec::Tensor;
+
+namespace {
+
+// The kernel's epilogue quantises whole Q8_K blocks: work is split in units of 256 outputs.
+constexpr int64_t kBlock = 256;
+
+}  // namespace
+
+Expected<std::unique_ptr<GateUpOp>> GateUpOp::create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
+                                                     int64_t l2_bytes) {
+  std::unique_ptr<GateUpOp> op(new GateUpOp());
+  const ir::Value& wg = g.values[static_cast<size_t>(n.inputs[0])];
+  const std::string key = gate_up_pack_name(n, g);
+  auto pit = cm.packed.find(key);
+  if (pit == cm.packed.end() || pit->second.req.kind != PackKind::kGateUp)
+    return Error{key + ": gate_up_swiglu needs the gate/up pair packed interleaved — recompile"};
+  op->packed_ = &pit->second;
+  op->F_ = wg.shape[1];
+  if (op->F_ % kBlock != 0) return Error{key + ": " + std::to_string(op->F_) + " outputs are not a multiple of 256"};
+  KernelDesc d = default_gemv_desc(pit->second.req.packed, static_cast<int32_t>(wg.shape[0]), cm.target,
+                                   KernelOp::kGateUpSwiglu);
+  d.row_block = static_cast<uint16_t>(pit->second.req.row_block);
+  isa::IsaLevel best = isa::IsaLevel::kScalar;
+  for (isa::IsaLevel l : implemented_levels(d.weight))
+    if (l <= cm.target.level && l >= isa::IsaLevel::kAvx512 && isa::host_supports(l)) best = std::max(best, l);
+  d.isa = best;
+  if (best == isa::IsaLevel::kScalar) d.prefetch = 0;
+  auto k = global_registry().get(d);
+  if (!k) return Error{key + ": " + k.error()};
+  op->kernel_ = *k;
+  op->kernel_name_ = canonical_name(d);
+  for (isa::IsaLevel l : implemented_gemm_levels(d.weight)) {
+    if (l > cm.target.level || !isa::host_supports(l) || l == isa::IsaLevel::kScalar) continue;
+    KernelDesc gd = default_gemm_desc(d.weight, d.cols, {l, cm.target.tuning});
+    if (gd.row_block != d.row_block) continue;
+    if (auto gk = global_registry().get(gd)) {
+      op->gemm_ = *gk;
+      op->kernel_name_ += " + " + canonical_name(gd);
+    }
+  }
+  // A batch tile of outputs keeps its gate and up rows within half of L2 while every token
+  // of the batch passes over them (as MatOp tiles plain matmuls).
+  const int64_t bytes_per_out = 2 * pit->second.layout.group_stride / d.row_block;
+  const int64_t fit = std::max<int64_t>(1, l2_bytes / 2 / std::max<int64_t>(1, bytes_per_out));
+  op->tile_rows_ = std::max(kBlock, fit / kBlock * kBlock);
+  return op;
+}
+
+void GateUpOp::prepare(const Tensor& x) {
+  const auto n = static_cast<size_t>(x.rows() * 2 * F_);
+  if (gemm_ && x.rows() > 1 && gu_.size() < n) gu_.resize(n);
+}
+
+// Per tile: the GEMM writes gate/up products interleaved for every token, then each block of
+// 256 outputs is split into gate and up, passed through SwiGLU and quantised to Q8_K.
+void GateUpOp::run_gemm(int tid, int nth, const Tensor& x, Tensor& y) const {
+  const Range rr = split_range(F_, nth, tid, kBlock);
+  const int64_t T = x.rows(), yrb = y.row_size();
+  float g[kBlock], u[kBlock];
+  for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
+    const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
+    GemmCall c;
+    c.w = packed_->mat(0);
+    c.x = x.cdata;
+    c.y = gu_.data();
+    c.r0 = 2 * t0;
+    c.r1 = 2 * t1;
+    c.n = T;
+    c.x_stride = x.row_size();
+    c.y_stride = 2 * F_;
+    gemm_->gemm(c);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t b = t0; b < t1; b += kBlock) {
+        const float* gu = gu_.data() + t * 2 * F_ + 2 * b;
+        for (int64_t r = 0; r < kBlock; ++r) {
+          g[r] = gu[2 * r];
+          u[r] = gu[2 * r + 1];
+        }
+        refexec::swiglu_ggml(g, u, g, kBlock);
+        ref::quantize_row(GgmlType::Q8_K, g, y.data + t * yrb + (b / kBlock) * sizeof(BlockQ8_K), kBlock);
+      }
+  }
+}
+
+void GateUpOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
+  if (gemm_ && x.rows() > 1) return run_gemm(tid, nth, x, y);
+  const Range rr = split_range(F_, nth, tid, kBlock);
+  const int64_t T = x.rows(), xrb = x.row_size(), yrb = y.row_size();
+  for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
+    const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
+    for (int64_t t = 0; t < T; ++t) {
+      GemvCall c;
+      c.w = packed_->mat(0);
+      c.x = x.cdata + t * xrb;
+      c.r0 = t0;
+      c.r1 = t1;
+      c.q8_out = y.data + t * yrb;
+      (*kernel_)(c);
+    }
+  }
+}
+
+}  // namespace zenmoe
