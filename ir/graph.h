@@ -86,6 +86,9 @@ struct Node {
   std::string attr_str(std::string_view key, std::string def = "") const;
 };
 
+// Sets `key` to `v`, replacing an existing attribute of that key (pass annotations).
+void set_int_attr(std::vector<Attr>& attrs, std::string_view key, int64_t v);
+
 class Graph {
  public:
   std::string arch;              // e.g. "deepseek2"

@@ -2,7 +2,9 @@
 
 #include "ir/fusion.h"
 #include "ir/memplan.h"
+#include "ir/partition.h"
 #include "ir/printer.h"
+#include "ir/tiling.h"
 #include "ir/verifier.h"
 
 namespace zenmoe::ir {
@@ -17,6 +19,8 @@ const std::vector<Pass>& pipeline_passes() {
   static const std::vector<Pass> passes = {
       {"verify", verify_pass},
       {"fusion", fuse},
+      {"partition", partition},
+      {"tiling", tile},
       {"memplan", plan_memory_pass},
   };
   return passes;

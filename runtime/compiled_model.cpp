@@ -13,6 +13,7 @@
 #include "runtime/huge_buffer.h"
 #include "runtime/plan_file.h"
 #include "runtime/ref_executor_model.h"
+#include "runtime/thread_pool.h"
 
 namespace zenmoe {
 
@@ -64,8 +65,27 @@ std::string gate_up_pack_name(const ir::Node& n, const ir::Graph& g) {
   return g.values[static_cast<size_t>(n.inputs[0])].name + "+" + g.values[static_cast<size_t>(n.inputs[1])].name;
 }
 
-ir::PipelineOptions pipeline_options(isa::Target target) {
+// Row block and packed bytes per row of the kernel pack_requests / MatOp pick for a weight;
+// formats that stay on the reference path walk single rows of their GGUF bytes.
+ir::KernelRows kernel_rows(GgmlType w, int64_t K, isa::Target target) {
+  const GgmlType packed = packed_format(w);
+  if (pack_supported(packed) && !implemented_levels(packed).empty()) {
+    isa::Target t = target;
+    t.level = level_for(packed, target.level);
+    const int32_t rb = default_gemv_desc(packed, static_cast<int32_t>(K), t).row_block;
+    if (auto layout = pack_layout(packed, rb, rb, K)) return {rb, layout->group_stride / rb};
+  }
+  return {1, row_bytes(w, K)};
+}
+
+ir::PipelineOptions pipeline_options(isa::Target target, int threads) {
   ir::PipelineOptions o;
+  o.kernel_rows = [target](GgmlType w, int64_t K) { return kernel_rows(w, K, target); };
+  o.threads = threads;
+  const CacheSizes caches = detect_cache_sizes();
+  o.l1_bytes = caches.l1d;
+  o.l2_bytes = caches.l2;
+  o.l3_bytes = caches.l3;
   // Residual adds become accumulating GEMV/GEMM calls; every format with a kernel has both.
   o.fuse_residual = true;
   o.max_tokens = kDefaultMaxBatch;

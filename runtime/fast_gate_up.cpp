@@ -52,9 +52,11 @@ Expected<std::unique_ptr<GateUpOp>> GateUpOp::create(const ir::Node& n, const ir
     }
   }
   // A batch tile of outputs keeps its gate and up rows within half of L2 while every token
-  // of the batch passes over them (as MatOp tiles plain matmuls).
+  // of the batch passes over them (as MatOp tiles plain matmuls); the tiling pass's annotation
+  // when there is one. Work is split in blocks of 256 outputs whatever partition recorded.
   const int64_t bytes_per_out = 2 * pit->second.layout.group_stride / d.row_block;
-  const int64_t fit = std::max<int64_t>(1, l2_bytes / 2 / std::max<int64_t>(1, bytes_per_out));
+  const int64_t fit = n.attr_int("tile_rows") > 0 ? n.attr_int("tile_rows")  // tiling pass
+                      : std::max<int64_t>(1, l2_bytes / 2 / std::max<int64_t>(1, bytes_per_out));
   op->tile_rows_ = std::max(kBlock, fit / kBlock * kBlock);
   return op;
 }

@@ -68,8 +68,11 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
     op->row_block_ = 1;
     row_bytes_streamed = op->raw_row_;
   }
-  // A tile of rows fills half of L2 so its weights stay there while a batch's rows pass.
-  const int64_t fit = std::max<int64_t>(1, tiles.l2_bytes / 2 / std::max<int64_t>(1, row_bytes_streamed));
+  // Split unit and tile from the partition and tiling passes when they fit this kernel; else a
+  // tile of rows fills half of L2 so its weights stay there while a batch's rows pass.
+  if (const int64_t u = n.attr_int("row_block"); u > 0 && u % op->row_block_ == 0) op->row_block_ = u;
+  const int64_t fit = n.attr_int("tile_rows") > 0 ? n.attr_int("tile_rows")
+                      : std::max<int64_t>(1, tiles.l2_bytes / 2 / std::max<int64_t>(1, row_bytes_streamed));
   op->tile_rows_ = std::max(op->row_block_, fit / op->row_block_ * op->row_block_);
   return op;
 }

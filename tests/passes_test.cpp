@@ -17,6 +17,7 @@
 #include "ir/memory_plan.h"
 #include "ir/memplan.h"
 #include "ir/parser.h"
+#include "ir/partition.h"
 #include "ir/pipeline.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -196,6 +197,65 @@ TEST(MemoryPlanPass, RecordsTheArenaLayoutAndReadsItBack) {
   EXPECT_EQ(ir::print_graph(*g), once);
 }
 
+ir::PipelineOptions with_geometry(int64_t l2) {
+  ir::PipelineOptions o = fuse_all();
+  o.kernel_rows = [](GgmlType, int64_t K) { return ir::KernelRows{16, K + 4}; };
+  o.threads = 3;
+  o.l1_bytes = 32 << 10;
+  o.l2_bytes = l2;
+  o.l3_bytes = 32 << 20;
+  return o;
+}
+
+TEST(PartitionAndTiling, AnnotateEveryWeightProduct) {
+  auto g = ir::build_graph(testing::tiny_info(q8_spec()));
+  ASSERT_TRUE(g.has_value());
+  ASSERT_TRUE(ir::run_pipeline(*g, with_geometry(64 << 10)).is_ok());
+  EXPECT_EQ(g->attr_int("threads"), 3);
+  EXPECT_EQ(g->attr_int("l2_bytes"), 64 << 10);
+  int annotated = 0;
+  for (const ir::Node& n : g->nodes) {
+    if (!ir::is_weight_product(n)) {
+      EXPECT_EQ(n.attr("tile_rows"), nullptr) << ir::op_name(n.op);
+      continue;
+    }
+    ++annotated;
+    const int64_t K = g->values[static_cast<size_t>(n.inputs[0])].shape[0];
+    if (n.op == ir::OpKind::GateUpSwiGlu) {
+      EXPECT_EQ(n.attr_int("row_block"), 256);
+      // Two streamed rows per output: 32 KiB / (2 * 68) = 240 rows, below one 256-output block.
+      EXPECT_EQ(n.attr_int("tile_rows"), 256);
+      continue;
+    }
+    EXPECT_EQ(n.attr_int("row_block"), 16);
+    EXPECT_EQ(n.attr_int("tile_rows"), (32768 / (K + 4)) / 16 * 16) << K;
+  }
+  // Per layer: q_a, q_b, kv_a, attention output, FFN (dense: gate_up + down; MoE: router,
+  // 3 expert products, shared gate_up + down), plus the attention's per-head products and logits.
+  EXPECT_GE(annotated, 2 * 4 + 2 + 6 + 1);
+  ir::Graph again = *g;  // idempotent: the passes replace their annotations
+  ASSERT_TRUE(ir::run_pipeline(again, with_geometry(64 << 10)).is_ok());
+  EXPECT_EQ(ir::print_graph(again), ir::print_graph(*g));
+}
+
+TEST(PartitionAndTiling, UnknownL2LeavesTilingToTheExecutor) {
+  auto g = ir::build_graph(testing::tiny_info(q8_spec()));
+  ASSERT_TRUE(g.has_value());
+  std::vector<std::string> dumped;
+  ir::PipelineOptions o = with_geometry(0);
+  o.dump_after = "all";
+  o.dump = [&](const std::string& p, const std::string&) { dumped.push_back(p); };
+  ASSERT_TRUE(ir::run_pipeline(*g, o).is_ok());
+  EXPECT_EQ(dumped, (std::vector<std::string>{"verify", "fusion", "partition", "tiling", "memplan"}));
+  for (const ir::Node& n : g->nodes) {
+    EXPECT_EQ(n.attr("tile_rows"), nullptr);
+    if (ir::is_weight_product(n)) {
+      EXPECT_GT(n.attr_int("row_block"), 0);
+    }
+  }
+  EXPECT_EQ(g->attr_int("l2_bytes", -1), -1);
+}
+
 class FusedFast : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -318,6 +378,11 @@ TEST_F(FusedFast, PlanOfFusedGraphLoadsAndGivesTheSameLogits) {
   ASSERT_TRUE(a->eval(toks, la.data(), true).is_ok());
   ASSERT_TRUE(b->eval(toks, lb.data(), true).is_ok());
   EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
+  const auto tiled = testing_cli::run_zenmoe("compile '" + path_ + "' -o '" + plan + "' -t 2 --dump-after partition", dir_);
+  ASSERT_EQ(tiled.status, 0) << tiled.err;
+  EXPECT_NE(tiled.err.find("; IR after partition"), std::string::npos);
+  EXPECT_NE(tiled.err.find("threads=2"), std::string::npos);
+  EXPECT_NE(tiled.err.find("row_block="), std::string::npos);
   const auto bad = testing_cli::run_zenmoe("compile '" + path_ + "' -o '" + plan + "' --dump-after nosuch", dir_);
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("unknown pass 'nosuch'"), std::string::npos);
