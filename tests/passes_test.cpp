@@ -334,8 +334,11 @@ TEST_F(FusedFast, FusedLogitsMatchUnfused) {
     top1 += std::max_element(x, x + V) - x == std::max_element(y, y + V) - y;
   }
   std::printf("[passes] fused vs unfused fast logits: max rel diff %.3e, top-1 %d/%d\n", worst, top1, T);
-  EXPECT_LE(worst, 2e-2);
-  EXPECT_GE(top1, T - 1);
+  // Measured 0 on an AVX-512 host: the fused kernel's SwiGLU epilogue and the batch path's glue
+  // epilogue compute what the unfused GEMV/GEMM + SwiGLU glue + Q8_K glue compute; accumulating
+  // residuals add the same two floats. The bound leaves room for nothing but last-bit noise.
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_EQ(top1, T);
 }
 
 TEST_F(FusedFast, RecordedMemoryPlanGivesTheSameLogits) {
