@@ -79,6 +79,21 @@ std::string Node::attr_str(std::string_view key, std::string def) const {
   return v && std::holds_alternative<std::string>(*v) ? std::get<std::string>(*v) : def;
 }
 
+void set_int_attr(std::vector<Attr>& attrs, std::string_view key, int64_t v) {
+  for (Attr& a : attrs)
+    if (a.key == key) {
+      a.value = v;
+      return;
+    }
+  attrs.push_back({std::string(key), v});
+}
+
+int64_t Graph::attr_int(std::string_view key, int64_t def) const {
+  for (const auto& a : attrs)
+    if (a.key == key) return std::holds_alternative<int64_t>(a.value) ? std::get<int64_t>(a.value) : def;
+  return def;
+}
+
 int Graph::add_value(Value v) {
   values.push_back(std::move(v));
   return static_cast<int>(values.size()) - 1;

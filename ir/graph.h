@@ -86,12 +86,18 @@ struct Node {
   std::string attr_str(std::string_view key, std::string def = "") const;
 };
 
+// Sets `key` to `v`, replacing an existing attribute of that key (pass annotations).
+void set_int_attr(std::vector<Attr>& attrs, std::string_view key, int64_t v);
+
 class Graph {
  public:
   std::string arch;              // e.g. "deepseek2"
   std::vector<Value> values;     // indexed by value id
   std::vector<Node> nodes;       // in execution order
   std::vector<int> outputs;      // value ids the caller reads (logits)
+  std::vector<Attr> attrs;       // graph-wide pass annotations (memory plan), printed if any
+
+  int64_t attr_int(std::string_view key, int64_t def = 0) const;  // `def` when absent
 
   int add_value(Value v);        // returns the new id (names are not checked here)
   int find(std::string_view name) const;  // -1 when absent

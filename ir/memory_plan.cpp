@@ -8,7 +8,9 @@ namespace {
 
 constexpr int64_t kAlign = 64;
 
-int64_t slot_bytes(const Value& v, int64_t max_tokens) {
+}  // namespace
+
+int64_t arena_slot_bytes(const Value& v, int64_t max_tokens) {
   int64_t rows = 1;
   for (size_t i = 1; i < v.shape.size(); ++i) rows *= v.shape[i] == kDimTokens ? max_tokens : v.shape[i];
   const int64_t ne0 = v.shape.empty() ? 1 : (v.shape[0] == kDimTokens ? max_tokens : v.shape[0]);
@@ -17,6 +19,8 @@ int64_t slot_bytes(const Value& v, int64_t max_tokens) {
 }
 
 bool in_arena(const Value& v) { return v.kind == ValueKind::Temp || v.kind == ValueKind::Input; }
+
+namespace {
 
 struct Block {
   int64_t offset, bytes, last_use;
@@ -89,7 +93,7 @@ Expected<MemoryPlan> plan_memory(const Graph& g, int64_t max_tokens) {
     if (in_arena(g.values[i]) && root[i] == static_cast<int>(i)) order.push_back(i);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return def[a] < def[b]; });
   for (size_t i : order) {
-    const int64_t bytes = slot_bytes(g.values[i], max_tokens);
+    const int64_t bytes = arena_slot_bytes(g.values[i], max_tokens);
     p.naive_bytes += bytes;
     const int64_t at = first_fit(live, def[i], bytes);
     live.push_back(Block{at, bytes, std::max(last[i], def[i])});

@@ -23,4 +23,9 @@ struct MemoryPlan {
 // Errors: max_tokens < 1, a value with a symbolic context dimension outside the KV state.
 Expected<MemoryPlan> plan_memory(const Graph& g, int64_t max_tokens);
 
+// Whether a value lives in the arena (inputs and temporaries), and the bytes its slot takes at
+// a batch of max_tokens tokens (64-byte multiple).
+bool in_arena(const Value& v);
+int64_t arena_slot_bytes(const Value& v, int64_t max_tokens);
+
 }  // namespace zenmoe::ir

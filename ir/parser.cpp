@@ -57,6 +57,7 @@ class Line {
   }
   bool type_and_shape(Value* v);
   bool attr_value(AttrValue* out);
+  bool attr_list(std::vector<Attr>* attrs);
 
  private:
   std::string_view s_;
@@ -104,6 +105,18 @@ bool Line::attr_value(AttrValue* out) {
   }
   *out = w;
   return true;
+}
+
+// "{key=value, ...}"
+bool Line::attr_list(std::vector<Attr>* attrs) {
+  if (!expect('{')) return false;
+  while (!peek('}')) {
+    Attr a;
+    if ((!attrs->empty() && !expect(',')) || (a.key = word()).empty() || !expect('=') || !attr_value(&a.value))
+      return a.key.empty() ? fail("expected an attribute name") : false;
+    attrs->push_back(std::move(a));
+  }
+  return expect('}');
 }
 
 class Parser {
@@ -160,17 +173,7 @@ bool Parser::node(Line& l) {
   }
   if (!l.expect(')')) return false;
   std::vector<Attr> attrs;
-  if (l.peek('{')) {
-    l.expect('{');
-    while (!l.peek('}')) {
-      Attr a;
-      if ((!attrs.empty() && !l.expect(',')) || (a.key = l.word()).empty() || !l.expect('=') ||
-          !l.attr_value(&a.value))
-        return a.key.empty() ? l.fail("expected an attribute name") : false;
-      attrs.push_back(std::move(a));
-    }
-    if (!l.expect('}')) return false;
-  }
+  if (l.peek('{') && !l.attr_list(&attrs)) return false;
   if (!l.at_end()) return l.fail("unexpected text after the node");
   g_.add_node(op, std::move(ins), std::move(outs), std::move(attrs));
   return true;
@@ -205,6 +208,8 @@ Expected<Graph> Parser::run(std::string_view text) {
       if (kw == "input") ok = declaration(l, ValueKind::Input);
       else if (kw == "weight") ok = declaration(l, ValueKind::Weight);
       else if (kw == "state") ok = declaration(l, ValueKind::State);
+      else if (kw == "attrs" && g_.attrs.empty())
+        ok = l.attr_list(&g_.attrs) && (l.at_end() || l.fail("unexpected text"));
       else if (kw == "output") {
         ok = l.value_name(&name) && lookup(l, name, &id) && (l.at_end() || l.fail("unexpected text"));
         if (ok) g_.outputs.push_back(id);

@@ -1,7 +1,10 @@
 #include "ir/pipeline.h"
 
 #include "ir/fusion.h"
+#include "ir/memplan.h"
+#include "ir/partition.h"
 #include "ir/printer.h"
+#include "ir/tiling.h"
 #include "ir/verifier.h"
 
 namespace zenmoe::ir {
@@ -16,6 +19,9 @@ const std::vector<Pass>& pipeline_passes() {
   static const std::vector<Pass> passes = {
       {"verify", verify_pass},
       {"fusion", fuse},
+      {"partition", partition},
+      {"tiling", tile},
+      {"memplan", plan_memory_pass},
   };
   return passes;
 }

@@ -23,10 +23,27 @@ std::string attr_str(const AttrValue& v) {
 
 std::string decl(const Value& v) { return "%" + v.name + " : " + type_string(v); }
 
+std::string attr_list(const std::vector<Attr>& attrs) {
+  std::string s = "{";
+  for (size_t i = 0; i < attrs.size(); ++i) {
+    if (i) s += ", ";
+    s += attrs[i].key;
+    s += '=';
+    s += attr_str(attrs[i].value);
+  }
+  s += '}';
+  return s;
+}
+
 }  // namespace
 
 std::string print_graph(const Graph& g) {
   std::string s = "graph " + g.arch + " {\n";
+  if (!g.attrs.empty()) {
+    s += "  attrs ";
+    s += attr_list(g.attrs);
+    s += '\n';
+  }
   for (const auto& v : g.values)
     if (v.kind != ValueKind::Temp) s += std::string("  ") + value_kind_name(v.kind) + " " + decl(v) + "\n";
   for (const auto& n : g.nodes) {
@@ -38,10 +55,8 @@ std::string print_graph(const Graph& g) {
       s += (i ? ", %" : "%") + g.values[static_cast<size_t>(n.inputs[i])].name;
     s += ")";
     if (!n.attrs.empty()) {
-      s += " {";
-      for (size_t i = 0; i < n.attrs.size(); ++i)
-        s += (i ? ", " : "") + n.attrs[i].key + "=" + attr_str(n.attrs[i].value);
-      s += "}";
+      s += ' ';
+      s += attr_list(n.attrs);
     }
     s += "\n";
   }

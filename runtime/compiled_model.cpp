@@ -10,8 +10,10 @@
 #include "ir/pipeline.h"
 #include "kernels/ref/fp16.h"
 #include "runtime/gguf.h"
+#include "runtime/huge_buffer.h"
 #include "runtime/plan_file.h"
 #include "runtime/ref_executor_model.h"
+#include "runtime/thread_pool.h"
 
 namespace zenmoe {
 
@@ -63,10 +65,30 @@ std::string gate_up_pack_name(const ir::Node& n, const ir::Graph& g) {
   return g.values[static_cast<size_t>(n.inputs[0])].name + "+" + g.values[static_cast<size_t>(n.inputs[1])].name;
 }
 
-ir::PipelineOptions pipeline_options(isa::Target target) {
+// Row block and packed bytes per row of the kernel pack_requests / MatOp pick for a weight;
+// formats that stay on the reference path walk single rows of their GGUF bytes.
+ir::KernelRows kernel_rows(GgmlType w, int64_t K, isa::Target target) {
+  const GgmlType packed = packed_format(w);
+  if (pack_supported(packed) && !implemented_levels(packed).empty()) {
+    isa::Target t = target;
+    t.level = level_for(packed, target.level);
+    const int32_t rb = default_gemv_desc(packed, static_cast<int32_t>(K), t).row_block;
+    if (auto layout = pack_layout(packed, rb, rb, K)) return {rb, layout->group_stride / rb};
+  }
+  return {1, row_bytes(w, K)};
+}
+
+ir::PipelineOptions pipeline_options(isa::Target target, int threads) {
   ir::PipelineOptions o;
+  o.kernel_rows = [target](GgmlType w, int64_t K) { return kernel_rows(w, K, target); };
+  o.threads = threads;
+  const CacheSizes caches = detect_cache_sizes();
+  o.l1_bytes = caches.l1d;
+  o.l2_bytes = caches.l2;
+  o.l3_bytes = caches.l3;
   // Residual adds become accumulating GEMV/GEMM calls; every format with a kernel has both.
   o.fuse_residual = true;
+  o.max_tokens = kDefaultMaxBatch;
   // The fused gate/up kernel exists for Q4_K weights writing Q8_K, at AVX-512 levels (its
   // scalar form is a test reference, slower than the unfused path).
   o.gate_up_kernel = [target](GgmlType w, int64_t K, int64_t F, GgmlType out) {
@@ -170,24 +192,25 @@ Expected<CompiledModel> compile_in_memory(const gguf::Model& model, const Compil
   for (const auto& t : model.tensors()) cm.raw[t.name] = WeightBytes{t.data, t.nbytes};
   const std::vector<PackRequest> reqs = pack_requests(cm.graph, opts.target);
   uint64_t total = 0, done = 0;
-  for (const PackRequest& r : reqs) total += r.nbytes;
+  auto padded = [](uint64_t n) { return (n + 4095) / 4096 * 4096; };
+  for (const PackRequest& r : reqs) total += padded(r.nbytes);
+  auto mem = alloc_huge_buffer(total, "compile");
+  if (!mem) return Error{mem.error()};
+  cm.storage.push_back(std::static_pointer_cast<void>(*mem));
   for (const PackRequest& r : reqs) {
     const bool pair = r.kind == PackKind::kGateUp;
     auto it = cm.raw.find(pair ? r.gate : r.name);
     auto up = pair ? cm.raw.find(r.up) : cm.raw.end();
     if (it == cm.raw.end() || (pair && up == cm.raw.end()))
       return Error{"compile: no tensor '" + r.name + "' in the model"};
-    std::shared_ptr<uint8_t> mem(static_cast<uint8_t*>(std::aligned_alloc(64, (r.nbytes + 63) / 64 * 64)),
-                                 [](uint8_t* q) { std::free(q); });
-    if (!mem) return Error{"compile: out of memory packing '" + r.name + "'"};
-    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, it->second, mem.get(), pair ? &up->second : nullptr));
+    uint8_t* dst = mem->get() + done;
+    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, it->second, dst, pair ? &up->second : nullptr));
     PackedMats pm;
     pm.req = r;
     pm.layout = *pack_layout(r.packed, r.row_block, r.rows, r.cols);
-    pm.data = mem.get();
+    pm.data = dst;
     cm.packed[r.name] = pm;
-    cm.storage.push_back(std::static_pointer_cast<void>(mem));
-    done += r.nbytes;
+    done += padded(r.nbytes);
     if (opts.progress) opts.progress(done, total);
   }
   return cm;

@@ -16,6 +16,7 @@
 #include "ir/pipeline.h"
 #include "kernels/pack.h"
 #include "kernels/status.h"
+#include "runtime/executor.h"
 #include "runtime/ref_executor.h"
 
 namespace zenmoe {
@@ -23,6 +24,10 @@ namespace zenmoe {
 namespace gguf {
 class Model;
 }
+
+// Tokens per forward chunk the fast executor uses unless told otherwise (ExecutorOptions'
+// n_ubatch, --ubatch-size); the memory plan is recorded for this batch at compile time.
+inline constexpr int kDefaultMaxBatch = ExecutorOptions{}.n_ubatch;
 
 enum class PackKind : uint32_t {
   kWeights = 0,  // one weight as stored (plan::kPackWeights)
@@ -73,13 +78,14 @@ Status pack_into_request(const PackRequest& req, const WeightBytes& src, uint8_t
 // The packed-weight key of a gate_up_swiglu node: "<gate tensor>+<up tensor>".
 std::string gate_up_pack_name(const ir::Node& n, const ir::Graph& g);
 
-// The pass options for `target`: fusions limited to what its kernels run.
-ir::PipelineOptions pipeline_options(isa::Target target);
+// The pass options for `target`: fusions limited to what its kernels run, the kernels' row
+// geometry, this machine's cache sizes (detect_cache_sizes), `threads` (0: not recorded).
+ir::PipelineOptions pipeline_options(isa::Target target, int threads = 0);
 
 
 struct CompileOptions {
   isa::Target target;
-  bool fuse = true;  // run the fusions pipeline_options(target) allows (false: the plain graph)
+  bool fuse = true;  // run the passes with pipeline_options(target) (false: the plain graph)
   // Called with (bytes packed so far, total bytes) while weights are repacked.
   std::function<void(uint64_t, uint64_t)> progress;
 };

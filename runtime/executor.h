@@ -27,6 +27,7 @@ inline const char* kv_cache_type_name(KvCacheType t) {
 struct ExecutorOptions {
   int n_ctx = 4096;   // context limit (positions); eval past it is an error
   int n_threads = 1;  // worker threads (engines may use fewer)
+  int n_ubatch = 512;  // tokens per forward chunk of a long batch (engines may use fewer)
   bool profile = false;  // accumulate time per op kind (Executor::profile())
   KvCacheType kv_type = KvCacheType::F32;  // KV cache element type (see KvCacheType)
 };

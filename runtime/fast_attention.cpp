@@ -30,16 +30,6 @@ void gather_queries(const Tensor& q_lat, const Tensor& q_pe, int64_t i0, int64_t
   }
 }
 
-// Scores of query rows [i0, i1) (row stride n_vis) to probabilities: each row's token sees
-// positions up to its own; the entries past that are zeroed so P·V can run over n_vis rows.
-void causal_softmax(float* s, int64_t i0, int64_t i1, int64_t n_vis, int64_t H, const Tensor& pos, float scale) {
-  for (int64_t i = i0; i < i1; ++i, s += n_vis) {
-    const int64_t vis = static_cast<int64_t>(pos.ci32()[i / H]) + 1;
-    refexec::softmax_ggml(s, s, vis, scale);
-    std::fill(s + vis, s + n_vis, 0.0f);
-  }
-}
-
 }  // namespace
 
 void single_threaded_blas() {
@@ -64,11 +54,15 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   if (kv == KvCacheType::Q8_0 && (R + r) % kQK != 0)
     return Error{"a q8_0 KV cache needs a latent row width that is a multiple of 32, got " +
                  std::to_string(R + r)};
-  // Q8_0 decode batches run kv_q8's own AVX-512 kernels; only F32 / F16 caches need glue.
-  if (target.level < isa::IsaLevel::kAvx512 || kv == KvCacheType::Q8_0) return op;
+  if (target.level < isa::IsaLevel::kAvx512) return op;
   const GlueCpu cpu = target.tuning == isa::Tuning::kZen5   ? GlueCpu::kZnver5
                       : target.tuning == isa::Tuning::kZen4 ? GlueCpu::kZnver4
                                                              : GlueCpu::kHost;
+  auto sm = glue_kernel(glue_softmax_desc(op->scale_, target.level, cpu));
+  if (!sm) return Error{sm.error()};
+  op->softmax_ = *sm;
+  // Q8_0 decode batches run kv_q8's own AVX-512 kernels; only F32 / F16 caches need glue.
+  if (kv == KvCacheType::Q8_0) return op;
   const uint8_t kv_type = kv == KvCacheType::F16 ? 1 : 0;
   auto s = glue_kernel(glue_attn_scores_desc(R + r, kv_type, target.level, cpu));
   if (!s) return Error{s.error()};
@@ -99,7 +93,7 @@ void MlaOp::run_glue(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tensor
     c.stride = W;
     c.n = vis;
     scores_(&c);
-    for (int64_t k = 0; k < m; ++k) refexec::softmax_ggml(sc.s.data() + k * vis, sc.s.data() + k * vis, vis, scale_);
+    softmax_rows(sc.s.data(), m, vis, vis);
     c.x = sc.s.data();
     c.y = y.f32() + i * R;
     values_(&c);
@@ -138,6 +132,32 @@ void MlaOp::store(std::span<Tensor* const> in) const {
   }
 }
 
+void MlaOp::softmax_rows(float* s, int64_t rows, int64_t stride, int64_t vis) const {
+  if (softmax_ == nullptr) {
+    for (int64_t k = 0; k < rows; ++k) {
+      refexec::softmax_ggml(s + k * stride, s + k * stride, vis, scale_);
+      std::fill(s + k * stride + vis, s + (k + 1) * stride, 0.0f);
+    }
+    return;
+  }
+  GlueCall c;  // in place; entries past vis become exact zeros
+  c.x = s;
+  c.y = s;
+  c.n_rows = rows;
+  c.stride = stride;
+  c.n = stride;
+  c.n_visible = vis;
+  softmax_(&c);
+}
+
+void MlaOp::causal_softmax(float* s, int64_t i0, int64_t i1, int64_t n_vis, int64_t H, const Tensor& pos) const {
+  for (int64_t i = i0; i < i1;) {  // the rows of one token share their visible length
+    const int64_t end = std::min(i1, (i / H + 1) * H);
+    softmax_rows(s + (i - i0) * n_vis, end - i, n_vis, static_cast<int64_t>(pos.ci32()[i / H]) + 1);
+    i = end;
+  }
+}
+
 const float* MlaOp::f32_cache(const Tensor& cache) const {
   return kv_ == KvCacheType::F16 ? widened_.data() : cache.cf32();
 }
@@ -166,7 +186,7 @@ void MlaOp::run_sgemm(int64_t begin, int64_t end, std::span<Tensor* const> in, T
     sc.s.resize(static_cast<size_t>(m * n_vis));
     gather_queries(q_lat, q_pe, i0, i1, sc.q.data());
     dnnl_sgemm('N', 'T', m, n_vis, W, 1.0f, sc.q.data(), W, f32_cache(cache), W, 0.0f, sc.s.data(), n_vis);
-    causal_softmax(sc.s.data(), i0, i1, n_vis, H, pos, scale_);
+    causal_softmax(sc.s.data(), i0, i1, n_vis, H, pos);
     dnnl_sgemm('N', 'N', m, R, n_vis, 1.0f, sc.s.data(), n_vis, f32_cache(cache), W, 0.0f, y.f32() + i0 * R, R);
   }
 }
@@ -196,7 +216,7 @@ void MlaOp::run_sgemm_q8(int64_t begin, int64_t end, std::span<Tensor* const> in
       const float* kv = widen_chunk(cache, j0, n, W, sc);
       dnnl_sgemm('N', 'T', m, n, W, 1.0f, sc.q.data(), W, kv, W, 0.0f, sc.s.data() + j0, n_vis);
     }
-    causal_softmax(sc.s.data(), i0, i1, n_vis, H, pos, scale_);
+    causal_softmax(sc.s.data(), i0, i1, n_vis, H, pos);
     for (int64_t j0 = last; j0 >= 0; j0 -= kKvChunkRows) {
       const int64_t n = std::min(kKvChunkRows, n_vis - j0);
       const float* kv = j0 == last ? sc.kv.data() : widen_chunk(cache, j0, n, W, sc);
@@ -221,7 +241,7 @@ void MlaOp::run_decode_q8(int64_t begin, int64_t end, std::span<Tensor* const> i
     sc.s.resize(static_cast<size_t>(m * vis));
     gather_queries(q_lat, q_pe, i, stop, sc.q.data());
     kv_q8_0_scores_avx512(sc.q.data(), m, cache.cdata, cache.row_size(), vis, W, sc.s.data(), vis);
-    for (int64_t k = 0; k < m; ++k) refexec::softmax_ggml(sc.s.data() + k * vis, sc.s.data() + k * vis, vis, scale_);
+    softmax_rows(sc.s.data(), m, vis, vis);
     kv_q8_0_values_avx512(sc.s.data(), vis, m, cache.cdata, cache.row_size(), vis, R, y.f32() + i * R);
     i = stop;
   }

@@ -47,7 +47,7 @@ class MlaOp {
                  AttentionScratch& sc) const;
   // Q8_0 cache: AVX-512 kernels on the Q8_0 rows / the SGEMM pair over chunks of widened rows.
   void run_decode_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
-                   AttentionScratch& sc) const;
+                     AttentionScratch& sc) const;
   void run_sgemm_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                     AttentionScratch& sc) const;
   // Widens cache rows [j0, j0 + n) into sc.kv (W floats each).
@@ -60,7 +60,13 @@ class MlaOp {
   KvCacheType kv_ = KvCacheType::F32;
   bool avx512_ = false;  // the target allows AVX-512 (Q8_0 kernels)
   mutable std::vector<float> widened_;  // F16 cache rows as F32 for the SGEMM path
-  GlueFn scores_ = nullptr, values_ = nullptr;
+  // Causal softmax rows (generated; the reference softmax when the target has no glue).
+  void softmax_rows(float* s, int64_t rows, int64_t stride, int64_t vis) const;
+  // Query rows [i0, i1) of a score block with row stride n_vis: each token's rows see up to
+  // its own position.
+  void causal_softmax(float* s, int64_t i0, int64_t i1, int64_t n_vis, int64_t H, const refexec::Tensor& pos) const;
+
+  GlueFn scores_ = nullptr, values_ = nullptr, softmax_ = nullptr;
 };
 
 // Batches of at most this many tokens take the glue path.

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ir/memory_plan.h"
+#include "ir/memplan.h"
 #include "runtime/fast_attention.h"
 #include "runtime/fast_gate_up.h"
 #include "runtime/fast_glue.h"
@@ -107,6 +108,7 @@ class Impl final : public FastExecutor {
   std::vector<Tensor> tensors_;
   std::vector<Step> steps_;
   std::vector<AttentionScratch> scratch_;
+  MatScratch mat_scratch_;
   std::vector<std::string> dispatch_;
   std::map<std::string, double> profile_;
   int tokens_ = -1, positions_ = -1, logits_ = -1;
@@ -116,9 +118,16 @@ class Impl final : public FastExecutor {
 
 Status Impl::bind_values() {
   const ir::Graph& g = cm_->graph;
-  auto plan = ir::plan_memory(g, opts_.max_batch);
-  if (!plan) return Error{plan.error()};
-  mem_ = std::move(*plan);
+  // The layout the memplan pass recorded (plan files carry it), else one made now.
+  auto recorded = ir::recorded_memory_plan(g, opts_.max_batch);
+  if (!recorded) return Error{"fast executor: " + recorded.error()};
+  if (recorded->has_value()) {
+    mem_ = std::move(**recorded);
+  } else {
+    auto plan = ir::plan_memory(g, opts_.max_batch);
+    if (!plan) return Error{plan.error()};
+    mem_ = std::move(*plan);
+  }
   arena_ = zeroed(mem_.arena_bytes);
   if (!arena_) return Error{"fast executor: cannot allocate a " + std::to_string(mem_.arena_bytes) + "-byte arena"};
   tensors_.assign(g.values.size(), Tensor{});
@@ -185,7 +194,7 @@ Status Impl::build_steps() {
       dispatch_.push_back(gate_up_pack_name(n, g) + ": " + (*m)->kernel_name());
       s.gate_up = std::move(*m);
     } else if (n.op == ir::OpKind::MatMul || n.op == ir::OpKind::MatMulId || n.op == ir::OpKind::MatMulAdd) {
-      auto m = MatOp::create(n, g, *cm_, tiles);
+      auto m = MatOp::create(n, g, *cm_, tiles, &mat_scratch_);
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::Mat;
       dispatch_.push_back(g.values[static_cast<size_t>(n.inputs[0])].name + ": " + (*m)->kernel_name());
@@ -218,6 +227,7 @@ Status Impl::init(std::shared_ptr<const CompiledModel> cm, const FastExecutorOpt
   n_ctx_ = o.base.n_ctx;
   if (n_ctx_ < 1) return Error{"fast executor: context size must be at least 1"};
   if (opts_.max_batch < 1) return Error{"fast executor: max batch must be at least 1"};
+  opts_.max_batch = std::min(opts_.max_batch, n_ctx_);  // no chunk is longer than the context
   const ir::Graph& g = cm_->graph;
   tokens_ = g.find("tokens");
   positions_ = g.find("positions");

@@ -18,7 +18,7 @@ namespace zenmoe {
 
 struct FastExecutorOptions {
   ExecutorOptions base;
-  int max_batch = 128;   // tokens per forward chunk (arena sized for it)
+  int max_batch = kDefaultMaxBatch;  // tokens per forward chunk (arena sized for it)
   bool pin = true;       // pin the pool's threads to cores
 };
 

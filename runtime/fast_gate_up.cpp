@@ -5,6 +5,7 @@
 #include "codegen/kernel_desc.h"
 #include "codegen/registry.h"
 #include "kernels/ref/quant.h"
+#include "runtime/fast_glue.h"
 #include "runtime/ref_executor_numerics.h"
 #include "runtime/thread_pool.h"
 
@@ -51,10 +52,19 @@ Expected<std::unique_ptr<GateUpOp>> GateUpOp::create(const ir::Node& n, const ir
       op->kernel_name_ += " + " + canonical_name(gd);
     }
   }
+  if (op->gemm_ && cm.target.level != isa::IsaLevel::kScalar) {
+    const GlueDesc e = glue_swiglu_desc(kBlock, false, GlueQuant::kQ8K, cm.target.level, glue_cpu_for(cm.target.tuning));
+    auto fn = glue_kernel(e);
+    if (!fn) return Error{key + ": " + fn.error()};
+    op->epilogue_ = *fn;
+    op->kernel_name_ += " + " + glue_name(e);
+  }
   // A batch tile of outputs keeps its gate and up rows within half of L2 while every token
-  // of the batch passes over them (as MatOp tiles plain matmuls).
+  // of the batch passes over them (as MatOp tiles plain matmuls); the tiling pass's annotation
+  // when there is one. Work is split in blocks of 256 outputs whatever partition recorded.
   const int64_t bytes_per_out = 2 * pit->second.layout.group_stride / d.row_block;
-  const int64_t fit = std::max<int64_t>(1, l2_bytes / 2 / std::max<int64_t>(1, bytes_per_out));
+  const int64_t fit = n.attr_int("tile_rows") > 0 ? n.attr_int("tile_rows")  // tiling pass
+                      : std::max<int64_t>(1, l2_bytes / 2 / std::max<int64_t>(1, bytes_per_out));
   op->tile_rows_ = std::max(kBlock, fit / kBlock * kBlock);
   return op;
 }
@@ -89,8 +99,18 @@ void GateUpOp::run_gemm(int tid, int nth, const Tensor& x, Tensor& y) const {
           g[r] = gu[2 * r];
           u[r] = gu[2 * r + 1];
         }
+        uint8_t* q = y.data + t * yrb + (b / kBlock) * static_cast<int64_t>(sizeof(BlockQ8_K));
+        if (epilogue_) {
+          GlueCall e;
+          e.x = g;
+          e.x2 = u;
+          e.q = q;
+          e.n_rows = 1;
+          epilogue_(&e);
+          continue;
+        }
         refexec::swiglu_ggml(g, u, g, kBlock);
-        ref::quantize_row(GgmlType::Q8_K, g, y.data + t * yrb + (b / kBlock) * sizeof(BlockQ8_K), kBlock);
+        ref::quantize_row(GgmlType::Q8_K, g, q, kBlock);
       }
   }
 }

@@ -3,8 +3,9 @@
 // SwiGLU and quantises the result to Q8_K in its epilogue, so the two f32 products, the
 // swiglu node and the quantize node of the unfused graph never touch memory. Batches run the
 // GEMM kernel over the same interleaved rows (weights read once per tile, not per token) and
-// apply SwiGLU and the Q8_K quantisation per block of 256 outputs in C++ with the runtime's
-// numerics (those of the unfused swiglu and quantize nodes).
+// apply SwiGLU and the Q8_K quantisation per block of 256 outputs with the generated SwiGLU
+// glue kernel (Q8_K output; the reference numerics when the target is scalar), the numerics
+// of the unfused swiglu and quantize nodes.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/glue.h"
 #include "codegen/kernel.h"
 #include "ir/graph.h"
 #include "kernels/status.h"
@@ -39,6 +41,7 @@ class GateUpOp {
 
   std::shared_ptr<const Kernel> kernel_;
   std::shared_ptr<const Kernel> gemm_;  // batches; null when Q4_K has no GEMM kernel here
+  GlueFn epilogue_ = nullptr;           // batches: SwiGLU + Q8_K over 256 outputs (null: reference)
   std::string kernel_name_;
   mutable std::vector<float> gu_;       // batch path: [T][2F] gate/up products (rows disjoint per thread)
 };

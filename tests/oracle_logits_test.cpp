@@ -89,12 +89,13 @@ struct Bounds {
 
 // A Q8_0 latent cache adds one 8-bit rounding per cached element (up to half a step of its
 // block's amax/127) on top of the F32 run, against oracle logits made with an F32 cache.
-// Measured here: tiny-q4ks (2 threads) top-1 0.943 / 0.955 (prefill / decode), mean KL
-// 4.5e-3 / 4.9e-3, max KL 3.9e-2 / 5.2e-2 (F32 cache: 0.977 / 0.989, 2.0e-3 / 1.3e-3; F16
-// cache: 0.955 / 0.966, 3.1e-3 / 3.8e-3); tiny-f16 (1 thread) top-1 0.972, mean KL 1.5e-3.
-// The bounds leave about 4 of 176 positions of top-1 margin, ~60% on the mean KL and ~90% on
-// the max KL.
-constexpr Bounds kQ8CacheBounds{0.92, 8e-3, 0.1};
+// Measured here: tiny-q4ks (2 threads) top-1 0.949 / 0.949 (prefill / decode), mean KL
+// 4.3e-3 / 5.2e-3, max KL 4.6e-2 / 7.3e-2 (F32 cache: 0.977 / 0.994, 2.0e-3 / 1.4e-3; F16
+// cache: 0.955 / 0.960, 3.8e-3 / 4.0e-3); tiny-f16 (1 thread) top-1 0.972, mean KL 1.5e-3.
+// The bounds leave 5 of 176 positions of top-1 margin, ~50% on the mean KL and 2x on the
+// max KL (one position of one sequence; the figures moved by ~20% with unrelated kernel
+// changes to the F32 path).
+constexpr Bounds kQ8CacheBounds{0.92, 8e-3, 0.15};
 
 // The bounds apply over all positions of a model and mode; each sequence's figures are
 // printed too (short sequences make a per-sequence top-1 figure coarse: one miss in 4).

@@ -15,7 +15,9 @@
 #include "ir/builder.h"
 #include "ir/fusion.h"
 #include "ir/memory_plan.h"
+#include "ir/memplan.h"
 #include "ir/parser.h"
+#include "ir/partition.h"
 #include "ir/pipeline.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -150,6 +152,110 @@ TEST(MemoryPlanPass, MatMulAddAccumulatesInItsAccumulatorsSlot) {
   EXPECT_LE(p->arena_bytes, p->naive_bytes);
 }
 
+TEST(MemoryPlanPass, RecordsTheArenaLayoutAndReadsItBack) {
+  auto g = ir::build_graph(testing::tiny_info(q8_spec()));
+  ASSERT_TRUE(g.has_value());
+  ir::PipelineOptions o = fuse_all();
+  o.max_tokens = 16;
+  std::string text;
+  o.dump_after = "memplan";
+  o.dump = [&](const std::string&, const std::string& t) { text = t; };
+  ASSERT_TRUE(ir::run_pipeline(*g, o).is_ok());
+  EXPECT_NE(text.find("  attrs {max_tokens=16, arena_bytes="), std::string::npos) << text.substr(0, 200);
+  EXPECT_NE(text.find("arena.tokens=0"), std::string::npos);
+  auto fresh = ir::plan_memory(*g, 16);
+  ASSERT_TRUE(fresh.has_value());
+  // Parsed back from text (as a plan file holds it), the layout is the one the pass made.
+  auto back = ir::parse_graph(ir::print_graph(*g));
+  ASSERT_TRUE(back.has_value()) << back.error();
+  auto rec = ir::recorded_memory_plan(*back, 8);
+  ASSERT_TRUE(rec.has_value()) << rec.error();
+  ASSERT_TRUE(rec->has_value());
+  EXPECT_EQ((*rec)->arena_bytes, fresh->arena_bytes);
+  EXPECT_EQ((*rec)->max_tokens, 16);
+  int placed = 0;
+  for (size_t i = 0; i < back->values.size(); ++i) {  // the parser numbers values in text order
+    const int id = g->find(back->values[i].name);
+    ASSERT_GE(id, 0);
+    EXPECT_EQ((*rec)->offset[i], fresh->offset[static_cast<size_t>(id)]) << back->values[i].name;
+    placed += (*rec)->offset[i] >= 0;
+  }
+  EXPECT_GT(placed, 50);
+  // A bigger batch than recorded: no recorded plan (the executor makes its own).
+  auto big = ir::recorded_memory_plan(*back, 17);
+  ASSERT_TRUE(big.has_value());
+  EXPECT_FALSE(big->has_value());
+  // A damaged offset is refused, not followed outside the arena.
+  for (ir::Attr& a : back->nodes[3].attrs)
+    if (a.key == "arena") a.value = int64_t{1} << 30;
+  auto bad = ir::recorded_memory_plan(*back, 8);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().find("no valid arena offset"), std::string::npos) << bad.error();
+  // Running the pass again replaces the annotations instead of adding more.
+  const std::string once = ir::print_graph(*g);
+  ASSERT_TRUE(ir::plan_memory_pass(*g, o).is_ok());
+  EXPECT_EQ(ir::print_graph(*g), once);
+}
+
+ir::PipelineOptions with_geometry(int64_t l2) {
+  ir::PipelineOptions o = fuse_all();
+  o.kernel_rows = [](GgmlType, int64_t K) { return ir::KernelRows{16, K + 4}; };
+  o.threads = 3;
+  o.l1_bytes = 32 << 10;
+  o.l2_bytes = l2;
+  o.l3_bytes = 32 << 20;
+  return o;
+}
+
+TEST(PartitionAndTiling, AnnotateEveryWeightProduct) {
+  auto g = ir::build_graph(testing::tiny_info(q8_spec()));
+  ASSERT_TRUE(g.has_value());
+  ASSERT_TRUE(ir::run_pipeline(*g, with_geometry(64 << 10)).is_ok());
+  EXPECT_EQ(g->attr_int("threads"), 3);
+  EXPECT_EQ(g->attr_int("l2_bytes"), 64 << 10);
+  int annotated = 0;
+  for (const ir::Node& n : g->nodes) {
+    if (!ir::is_weight_product(n)) {
+      EXPECT_EQ(n.attr("tile_rows"), nullptr) << ir::op_name(n.op);
+      continue;
+    }
+    ++annotated;
+    const int64_t K = g->values[static_cast<size_t>(n.inputs[0])].shape[0];
+    if (n.op == ir::OpKind::GateUpSwiGlu) {
+      EXPECT_EQ(n.attr_int("row_block"), 256);
+      // Two streamed rows per output: 32 KiB / (2 * 68) = 240 rows, below one 256-output block.
+      EXPECT_EQ(n.attr_int("tile_rows"), 256);
+      continue;
+    }
+    EXPECT_EQ(n.attr_int("row_block"), 16);
+    EXPECT_EQ(n.attr_int("tile_rows"), (32768 / (K + 4)) / 16 * 16) << K;
+  }
+  // Per layer: q_a, q_b, kv_a, attention output, FFN (dense: gate_up + down; MoE: router,
+  // 3 expert products, shared gate_up + down), plus the attention's per-head products and logits.
+  EXPECT_GE(annotated, 2 * 4 + 2 + 6 + 1);
+  ir::Graph again = *g;  // idempotent: the passes replace their annotations
+  ASSERT_TRUE(ir::run_pipeline(again, with_geometry(64 << 10)).is_ok());
+  EXPECT_EQ(ir::print_graph(again), ir::print_graph(*g));
+}
+
+TEST(PartitionAndTiling, UnknownL2LeavesTilingToTheExecutor) {
+  auto g = ir::build_graph(testing::tiny_info(q8_spec()));
+  ASSERT_TRUE(g.has_value());
+  std::vector<std::string> dumped;
+  ir::PipelineOptions o = with_geometry(0);
+  o.dump_after = "all";
+  o.dump = [&](const std::string& p, const std::string&) { dumped.push_back(p); };
+  ASSERT_TRUE(ir::run_pipeline(*g, o).is_ok());
+  EXPECT_EQ(dumped, (std::vector<std::string>{"verify", "fusion", "partition", "tiling", "memplan"}));
+  for (const ir::Node& n : g->nodes) {
+    EXPECT_EQ(n.attr("tile_rows"), nullptr);
+    if (ir::is_weight_product(n)) {
+      EXPECT_GT(n.attr_int("row_block"), 0);
+    }
+  }
+  EXPECT_EQ(g->attr_int("l2_bytes", -1), -1);
+}
+
 class FusedFast : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -228,8 +334,31 @@ TEST_F(FusedFast, FusedLogitsMatchUnfused) {
     top1 += std::max_element(x, x + V) - x == std::max_element(y, y + V) - y;
   }
   std::printf("[passes] fused vs unfused fast logits: max rel diff %.3e, top-1 %d/%d\n", worst, top1, T);
-  EXPECT_LE(worst, 2e-2);
-  EXPECT_GE(top1, T - 1);
+  // Measured 0 on an AVX-512 host: the fused kernel's SwiGLU epilogue and the batch path's glue
+  // epilogue compute what the unfused GEMV/GEMM + SwiGLU glue + Q8_K glue compute; accumulating
+  // residuals add the same two floats. The bound leaves room for nothing but last-bit noise.
+  EXPECT_LE(worst, 1e-5);
+  EXPECT_EQ(top1, T);
+}
+
+TEST_F(FusedFast, RecordedMemoryPlanGivesTheSameLogits) {
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value());
+  auto with = compile(*model, true);
+  ASSERT_TRUE(with);
+  ASSERT_EQ(with->graph.attr_int("max_tokens"), kDefaultMaxBatch);
+  CompiledModel copy = *with;
+  copy.graph.attrs.clear();
+  for (ir::Node& n : copy.graph.nodes)
+    n.attrs.erase(std::remove_if(n.attrs.begin(), n.attrs.end(), [](const ir::Attr& a) { return a.key.rfind("arena", 0) == 0; }),
+                  n.attrs.end());
+  auto a = fast(with, 2, 8), b = fast(std::make_shared<const CompiledModel>(std::move(copy)), 2, 8);
+  ASSERT_TRUE(a && b);
+  const std::vector<int32_t> toks = {5, 99, 7, 300, 2, 41, 8, 8, 1, 60, 3};
+  std::vector<float> la(static_cast<size_t>(a->n_vocab()) * toks.size()), lb(la.size());
+  ASSERT_TRUE(a->eval(toks, la.data(), true).is_ok());
+  ASSERT_TRUE(b->eval(toks, lb.data(), true).is_ok());
+  EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
 }
 
 TEST_F(FusedFast, PlanOfFusedGraphLoadsAndGivesTheSameLogits) {
@@ -252,6 +381,11 @@ TEST_F(FusedFast, PlanOfFusedGraphLoadsAndGivesTheSameLogits) {
   ASSERT_TRUE(a->eval(toks, la.data(), true).is_ok());
   ASSERT_TRUE(b->eval(toks, lb.data(), true).is_ok());
   EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
+  const auto tiled = testing_cli::run_zenmoe("compile '" + path_ + "' -o '" + plan + "' -t 2 --dump-after partition", dir_);
+  ASSERT_EQ(tiled.status, 0) << tiled.err;
+  EXPECT_NE(tiled.err.find("; IR after partition"), std::string::npos);
+  EXPECT_NE(tiled.err.find("threads=2"), std::string::npos);
+  EXPECT_NE(tiled.err.find("row_block="), std::string::npos);
   const auto bad = testing_cli::run_zenmoe("compile '" + path_ + "' -o '" + plan + "' --dump-after nosuch", dir_);
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.err.find("unknown pass 'nosuch'"), std::string::npos);

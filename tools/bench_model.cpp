@@ -21,7 +21,7 @@
 namespace zenmoe::tools {
 namespace {
 
-const std::vector<FlagSpec> kFlags = {
+const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"model", "m", true, "model file (or give it as the first argument)"},
     {"threads", "t", true, "thread counts to measure, e.g. 1,2 (default 1)"},
     {"prompt", "p", true, "prompt tokens for the prefill figure (default 512)"},
@@ -38,7 +38,7 @@ const std::vector<FlagSpec> kFlags = {
     {"isa", "", true, "cap the bandwidth probe's loads: avx512, avx2 or scalar"},
     {"clock", "", true, "wall (default) or cpu: process CPU time / threads"},
     {"help", "h", false, "print this help"},
-};
+});
 
 struct Options {
   std::string model;
@@ -49,6 +49,8 @@ struct Options {
   bool json = false, profile = false;
   Engine engine = Engine::Best;
   KvCacheType kv_type = KvCacheType::F32;
+  plan::WeightsLoad load = plan::WeightsLoad::kAuto;
+  int n_ubatch = 512;
 };
 
 Expected<Options> parse_options(const Args& a) {
@@ -86,6 +88,10 @@ Expected<Options> parse_options(const Args& a) {
   if (!kv) return Error{kv.error()};
   o.kv_type = *kv;
   if (o.engine == Engine::Reference) o.kv_type = KvCacheType::F32;  // the reference keeps F32
+  auto ef = parse_engine_flags(a);
+  if (!ef) return Error{ef.error()};
+  o.load = ef->load;
+  o.n_ubatch = ef->n_ubatch;
   return o;
 }
 
@@ -164,6 +170,7 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
   ExecutorOptions eo;
   eo.n_ctx = o.prompt + o.gen + 1;
   eo.n_threads = threads;
+  eo.n_ubatch = o.n_ubatch;
   eo.profile = o.profile;
   eo.kv_type = o.kv_type;
   auto ex = make_engine(model, eo, o.engine);
@@ -258,7 +265,7 @@ int bench_model(int argc, char** argv, int first) {
   }
   auto o = parse_options(*args);
   if (!o) return fail(o.error());
-  auto model = open_model(o->model);
+  auto model = open_model(o->model, o->load);
   if (!model) return fail(model.error());
   auto stats = compute_stats(model->gguf);
   if (!stats) return fail(o->model + ": " + stats.error());

@@ -87,7 +87,7 @@ int cmd_compile(int argc, char** argv, int first) {
   if (!model) return fail(model.error());
   auto g = build_graph_from_gguf(*model);
   if (!g) return fail(g.error());
-  ir::PipelineOptions po = pipeline_options(*target);
+  ir::PipelineOptions po = pipeline_options(*target, static_cast<int>(*threads));
   po.dump_after = args->get("dump-after");
   po.dump = [](const std::string& pass, const std::string& text) {
     std::fprintf(stderr, "; IR after %s\n%s", pass.c_str(), text.c_str());
