@@ -20,6 +20,9 @@ using refexec::Tensor;
 namespace {
 
 constexpr int64_t kBlockRows = 64;  // query rows per SGEMM pair
+// Q8_0 cache: query rows per SGEMM pair. Every block widens all the rows it sees, so larger
+// blocks widen less often (scores scratch: 256 x positions floats per thread).
+constexpr int64_t kQ8BlockRows = 256;
 
 // Query rows [i0, i1) as [q_lat | q_pe] rows, contiguous in q.
 void gather_queries(const Tensor& q_lat, const Tensor& q_pe, int64_t i0, int64_t i1, float* q) {
@@ -204,8 +207,8 @@ void MlaOp::run_sgemm_q8(int64_t begin, int64_t end, std::span<Tensor* const> in
   const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
   const int64_t R = q_lat.ne[0], H = q_lat.ne[1], r = q_pe.ne[0], W = R + r;
   single_threaded_blas();
-  for (int64_t i0 = begin; i0 < end; i0 += kBlockRows) {
-    const int64_t i1 = std::min(end, i0 + kBlockRows), m = i1 - i0;
+  for (int64_t i0 = begin; i0 < end; i0 += kQ8BlockRows) {
+    const int64_t i1 = std::min(end, i0 + kQ8BlockRows), m = i1 - i0;
     const int64_t n_vis = static_cast<int64_t>(pos.ci32()[(i1 - 1) / H]) + 1;  // positions ascend
     sc.q.resize(static_cast<size_t>(m * W));
     sc.s.resize(static_cast<size_t>(m * n_vis));
