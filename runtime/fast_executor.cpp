@@ -43,7 +43,7 @@ bool per_token(ir::OpKind op) {
   switch (op) {
     case ir::OpKind::Embed: case ir::OpKind::RmsNorm: case ir::OpKind::Quantize: case ir::OpKind::Slice:
     case ir::OpKind::Rope: case ir::OpKind::Router: case ir::OpKind::SwiGlu: case ir::OpKind::WeightedSum:
-    case ir::OpKind::Add:
+    case ir::OpKind::Add: case ir::OpKind::RmsNormQuantize:
       return true;
     default:
       return false;
