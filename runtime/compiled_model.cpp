@@ -10,6 +10,7 @@
 #include "ir/pipeline.h"
 #include "kernels/ref/fp16.h"
 #include "runtime/gguf.h"
+#include "runtime/huge_buffer.h"
 #include "runtime/plan_file.h"
 #include "runtime/ref_executor_model.h"
 #include "runtime/thread_pool.h"
@@ -193,24 +194,25 @@ Expected<CompiledModel> compile_in_memory(const gguf::Model& model, const Compil
   for (const auto& t : model.tensors()) cm.raw[t.name] = WeightBytes{t.data, t.nbytes};
   const std::vector<PackRequest> reqs = pack_requests(cm.graph, opts.target);
   uint64_t total = 0, done = 0;
-  for (const PackRequest& r : reqs) total += r.nbytes;
+  auto padded = [](uint64_t n) { return (n + 4095) / 4096 * 4096; };
+  for (const PackRequest& r : reqs) total += padded(r.nbytes);
+  auto mem = alloc_huge_buffer(total, "compile");
+  if (!mem) return Error{mem.error()};
+  cm.storage.push_back(std::static_pointer_cast<void>(*mem));
   for (const PackRequest& r : reqs) {
     const bool pair = r.kind == PackKind::kGateUp;
     auto it = cm.raw.find(pair ? r.gate : r.name);
     auto up = pair ? cm.raw.find(r.up) : cm.raw.end();
     if (it == cm.raw.end() || (pair && up == cm.raw.end()))
       return Error{"compile: no tensor '" + r.name + "' in the model"};
-    std::shared_ptr<uint8_t> mem(static_cast<uint8_t*>(std::aligned_alloc(64, (r.nbytes + 63) / 64 * 64)),
-                                 [](uint8_t* q) { std::free(q); });
-    if (!mem) return Error{"compile: out of memory packing '" + r.name + "'"};
-    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, it->second, mem.get(), pair ? &up->second : nullptr));
+    uint8_t* dst = mem->get() + done;
+    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, it->second, dst, pair ? &up->second : nullptr));
     PackedMats pm;
     pm.req = r;
     pm.layout = *pack_layout(r.packed, r.row_block, r.rows, r.cols);
-    pm.data = mem.get();
+    pm.data = dst;
     cm.packed[r.name] = pm;
-    cm.storage.push_back(std::static_pointer_cast<void>(mem));
-    done += r.nbytes;
+    done += padded(r.nbytes);
     if (opts.progress) opts.progress(done, total);
   }
   return cm;

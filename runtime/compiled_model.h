@@ -16,6 +16,7 @@
 #include "ir/pipeline.h"
 #include "kernels/pack.h"
 #include "kernels/status.h"
+#include "runtime/executor.h"
 #include "runtime/ref_executor.h"
 
 namespace zenmoe {
@@ -24,9 +25,9 @@ namespace gguf {
 class Model;
 }
 
-// Tokens per forward chunk the fast executor uses unless told otherwise; the memory plan is
-// recorded for this batch at compile time.
-inline constexpr int kDefaultMaxBatch = 128;
+// Tokens per forward chunk the fast executor uses unless told otherwise (ExecutorOptions'
+// n_ubatch, --ubatch-size); the memory plan is recorded for this batch at compile time.
+inline constexpr int kDefaultMaxBatch = ExecutorOptions{}.n_ubatch;
 
 enum class PackKind : uint32_t {
   kWeights = 0,  // one weight as stored (plan::kPackWeights)

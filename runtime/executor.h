@@ -20,6 +20,7 @@ class Model;
 struct ExecutorOptions {
   int n_ctx = 4096;   // context limit (positions); eval past it is an error
   int n_threads = 1;  // worker threads (engines may use fewer)
+  int n_ubatch = 512;  // tokens per forward chunk of a long batch (engines may use fewer)
   bool profile = false;  // accumulate time per op kind (Executor::profile())
   bool kv_f16 = false;   // keep the KV cache in F16 (half the bytes; the reference engine keeps F32)
 };

@@ -57,8 +57,11 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   if (!s) return Error{s.error()};
   auto v = glue_kernel(glue_attn_values_desc(R, kv, target.level, cpu));
   if (!v) return Error{v.error()};
+  auto sm = glue_kernel(glue_softmax_desc(op->scale_, target.level, cpu));
+  if (!sm) return Error{sm.error()};
   op->scores_ = *s;
   op->values_ = *v;
+  op->softmax_ = *sm;
   return op;
 }
 
@@ -82,7 +85,7 @@ void MlaOp::run_glue(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tensor
     c.stride = W;
     c.n = vis;
     scores_(&c);
-    for (int64_t k = 0; k < m; ++k) refexec::softmax_ggml(sc.s.data() + k * vis, sc.s.data() + k * vis, vis, scale_);
+    softmax_rows(sc.s.data(), m, vis, vis);
     c.x = sc.s.data();
     c.y = y.f32() + i * R;
     values_(&c);
@@ -113,6 +116,24 @@ void MlaOp::store(std::span<Tensor* const> in) const {
   }
 }
 
+void MlaOp::softmax_rows(float* s, int64_t rows, int64_t stride, int64_t vis) const {
+  if (softmax_ == nullptr) {
+    for (int64_t k = 0; k < rows; ++k) {
+      refexec::softmax_ggml(s + k * stride, s + k * stride, vis, scale_);
+      std::fill(s + k * stride + vis, s + (k + 1) * stride, 0.0f);
+    }
+    return;
+  }
+  GlueCall c;  // in place; entries past vis become exact zeros
+  c.x = s;
+  c.y = s;
+  c.n_rows = rows;
+  c.stride = stride;
+  c.n = stride;
+  c.n_visible = vis;
+  softmax_(&c);
+}
+
 const float* MlaOp::f32_cache(const Tensor& cache) const { return kv_f16_ ? widened_.data() : cache.cf32(); }
 
 void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
@@ -132,11 +153,10 @@ void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, Attent
     sc.s.resize(static_cast<size_t>(m * n_vis));
     gather_queries(q_lat, q_pe, i0, i1, sc.q.data());
     dnnl_sgemm('N', 'T', m, n_vis, W, 1.0f, sc.q.data(), W, f32_cache(cache), W, 0.0f, sc.s.data(), n_vis);
-    for (int64_t i = i0; i < i1; ++i) {
-      float* s = sc.s.data() + (i - i0) * n_vis;
-      const int64_t vis = static_cast<int64_t>(pos.ci32()[i / H]) + 1;
-      refexec::softmax_ggml(s, s, vis, scale_);
-      std::fill(s + vis, s + n_vis, 0.0f);
+    for (int64_t i = i0; i < i1;) {  // the rows of one token share their visible length
+      const int64_t end = std::min(i1, (i / H + 1) * H);
+      softmax_rows(sc.s.data() + (i - i0) * n_vis, end - i, n_vis, static_cast<int64_t>(pos.ci32()[i / H]) + 1);
+      i = end;
     }
     dnnl_sgemm('N', 'N', m, R, n_vis, 1.0f, sc.s.data(), n_vis, f32_cache(cache), W, 0.0f, y.f32() + i0 * R, R);
   }

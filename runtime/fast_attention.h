@@ -45,7 +45,10 @@ class MlaOp {
   float scale_ = 1.0f;
   bool kv_f16_ = false;
   mutable std::vector<float> widened_;  // F16 cache rows as F32 for the SGEMM path
-  GlueFn scores_ = nullptr, values_ = nullptr;
+  // Causal softmax rows (generated; the reference softmax when the target has no glue).
+  void softmax_rows(float* s, int64_t rows, int64_t stride, int64_t vis) const;
+
+  GlueFn scores_ = nullptr, values_ = nullptr, softmax_ = nullptr;
 };
 
 // Batches of at most this many tokens take the glue path.

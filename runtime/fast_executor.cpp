@@ -108,6 +108,7 @@ class Impl final : public FastExecutor {
   std::vector<Tensor> tensors_;
   std::vector<Step> steps_;
   std::vector<AttentionScratch> scratch_;
+  MatScratch mat_scratch_;
   std::vector<std::string> dispatch_;
   std::map<std::string, double> profile_;
   int tokens_ = -1, positions_ = -1, logits_ = -1;
@@ -184,7 +185,7 @@ Status Impl::build_steps() {
       dispatch_.push_back(gate_up_pack_name(n, g) + ": " + (*m)->kernel_name());
       s.gate_up = std::move(*m);
     } else if (n.op == ir::OpKind::MatMul || n.op == ir::OpKind::MatMulId || n.op == ir::OpKind::MatMulAdd) {
-      auto m = MatOp::create(n, g, *cm_, tiles);
+      auto m = MatOp::create(n, g, *cm_, tiles, &mat_scratch_);
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::Mat;
       dispatch_.push_back(g.values[static_cast<size_t>(n.inputs[0])].name + ": " + (*m)->kernel_name());
@@ -217,6 +218,7 @@ Status Impl::init(std::shared_ptr<const CompiledModel> cm, const FastExecutorOpt
   n_ctx_ = o.base.n_ctx;
   if (n_ctx_ < 1) return Error{"fast executor: context size must be at least 1"};
   if (opts_.max_batch < 1) return Error{"fast executor: max batch must be at least 1"};
+  opts_.max_batch = std::min(opts_.max_batch, n_ctx_);  // no chunk is longer than the context
   const ir::Graph& g = cm_->graph;
   tokens_ = g.find("tokens");
   positions_ = g.find("positions");

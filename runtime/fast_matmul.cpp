@@ -13,8 +13,9 @@ namespace zenmoe {
 using refexec::Tensor;
 
 Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
-                                               const TileBudget& tiles) {
+                                               const TileBudget& tiles, MatScratch* scratch) {
   std::unique_ptr<MatOp> op(new MatOp());
+  op->scratch_ = scratch;
   const ir::Value& w = g.values[static_cast<size_t>(n.inputs[0])];
   op->by_expert_ = n.op == ir::OpKind::MatMulId;
   op->accumulate_ = n.op == ir::OpKind::MatMulAdd;  // y already holds the accumulator
@@ -94,12 +95,13 @@ Status MatOp::prepare(const Tensor* ids, const Tensor& x) {
   gathered_ = gemm_ != nullptr && slots > k_used_;  // a batch: experts see several rows
   if (gathered_) {
     x_row_bytes_ = x.row_size();
-    xg_.resize(static_cast<size_t>(slots * x_row_bytes_));
-    yg_.resize(static_cast<size_t>(slots * N_));
+    std::vector<uint8_t>& xg = scratch_->x;
+    if (xg.size() < static_cast<size_t>(slots * x_row_bytes_)) xg.resize(static_cast<size_t>(slots * x_row_bytes_));
+    if (scratch_->y.size() < static_cast<size_t>(slots * N_)) scratch_->y.resize(static_cast<size_t>(slots * N_));
     for (int64_t i = 0; i < slots; ++i) {
       const int64_t slot = slot_order_[static_cast<size_t>(i)];
       const int64_t xr = per_slot_x_ ? slot : slot / k_used_;
-      std::memcpy(xg_.data() + i * x_row_bytes_, x.cdata + xr * x_row_bytes_, static_cast<size_t>(x_row_bytes_));
+      std::memcpy(xg.data() + i * x_row_bytes_, x.cdata + xr * x_row_bytes_, static_cast<size_t>(x_row_bytes_));
     }
   }
   return Status::ok();
@@ -124,17 +126,19 @@ void MatOp::gemm(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, int64_t 
 // then copies its own output rows of those slots to their places.
 void MatOp::run_experts_gemm(int tid, int nth, Tensor& y) const {
   const Range rr = split_range(N_, nth, tid, row_block_);
+  const uint8_t* xg = scratch_->x.data();
+  float* yg = scratch_->y.data();
   if (rr.begin >= rr.end) return;
   for (int64_t e = 0; e < n_mats_; ++e) {
     const int64_t s0 = expert_begin_[static_cast<size_t>(e)], s1 = expert_begin_[static_cast<size_t>(e + 1)];
     if (s0 == s1) continue;
     for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
       const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
-      gemm(e, t0, t1, xg_.data() + s0 * x_row_bytes_, s1 - s0, x_row_bytes_, yg_.data() + s0 * N_, N_);
+      gemm(e, t0, t1, xg + s0 * x_row_bytes_, s1 - s0, x_row_bytes_, yg + s0 * N_, N_);
     }
     for (int64_t i = s0; i < s1; ++i) {
       const int64_t slot = slot_order_[static_cast<size_t>(i)];
-      std::memcpy(y.f32() + slot * N_ + rr.begin, yg_.data() + i * N_ + rr.begin,
+      std::memcpy(y.f32() + slot * N_ + rr.begin, yg + i * N_ + rr.begin,
                   static_cast<size_t>(rr.end - rr.begin) * sizeof(float));
     }
   }

@@ -22,11 +22,20 @@ struct TileBudget {
   int64_t l2_bytes = 1 << 20;  // per core, from the machine's topology
 };
 
+// Gathered activation rows and their outputs for the batch path of matmul_id. One per executor,
+// shared by its MatOps: ops run one after another, and prepare() and run() of one op come
+// between those of the next, so a buffer per op would only multiply memory.
+struct MatScratch {
+  std::vector<uint8_t> x;
+  std::vector<float> y;
+};
+
 class MatOp {
  public:
   // Node: matmul(w, x), matmul_add(w, x, acc) (y must hold acc) or matmul_id(w, x, ids).
+  // `scratch` must outlive the op.
   static Expected<std::unique_ptr<MatOp>> create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
-                                                 const TileBudget& tiles);
+                                                 const TileBudget& tiles, MatScratch* scratch);
   // Serial part before the threads start: matmul_id groups its slots by expert and, for a
   // batch on the GEMM kernel, gathers each expert's activation rows contiguously.
   Status prepare(const refexec::Tensor* ids, const refexec::Tensor& x);
@@ -63,8 +72,7 @@ class MatOp {
   // GEMM path of matmul_id: activation rows in slot_order_ and their outputs.
   bool gathered_ = false;
   int64_t x_row_bytes_ = 0;
-  std::vector<uint8_t> xg_;
-  mutable std::vector<float> yg_;
+  MatScratch* scratch_ = nullptr;
 };
 
 }  // namespace zenmoe

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,7 +100,13 @@ Status layout_tensors(PlanHeader* header);
 Status write_plan(const std::string& path, PlanHeader header, const WriteTensorFn& write_tensor,
                   const ProgressFn& progress = {});
 
-// A read plan and its mapped side file. Move-only.
+// How the side file's weights reach memory. kMap maps the file (nothing copied, the first token
+// comes soonest, 4 KiB pages); kCopy reads it into anonymous memory on transparent huge pages,
+// which streams faster during decoding (fewer TLB misses, the hardware prefetcher is not
+// stopped every 4 KiB); kAuto copies when the weights take under half of the available memory.
+enum class WeightsLoad { kAuto, kMap, kCopy };
+
+// A read plan and its side file, mapped or copied. Move-only.
 class LoadedPlan {
  public:
   LoadedPlan() = default;
@@ -119,11 +126,14 @@ class LoadedPlan {
   int find_tensor(std::string_view name) const;
   const uint8_t* weights_base() const { return base_; }
   uint64_t weights_size() const { return size_; }
+  bool weights_copied() const { return owned_ != nullptr; }
 
  private:
-  friend Expected<LoadedPlan> read_plan(const std::string& path);
-  const uint8_t* base_ = nullptr;
+  friend Expected<LoadedPlan> read_plan(const std::string& path, WeightsLoad load);
+  void release();
+  const uint8_t* base_ = nullptr;  // the mapping, or owned_'s bytes
   uint64_t size_ = 0;
+  std::shared_ptr<uint8_t> owned_;  // the copy (kCopy), else null
 };
 
 // Reads and validates everything: magic, version (refused before the rest is parsed), lengths,
@@ -131,7 +141,7 @@ class LoadedPlan {
 // tensor's offset, size, alignment and packed layout against the side file's real size. Never
 // reads out of bounds on a corrupt or truncated plan or side file; errors are one line naming
 // the file.
-Expected<LoadedPlan> read_plan(const std::string& path);
+Expected<LoadedPlan> read_plan(const std::string& path, WeightsLoad load = WeightsLoad::kMap);
 
 // Whether this host can run the plan, refusing with one line that names the cause: another
 // plan version, a CPU feature the kernels need and the host lacks, a missing GGUF (`gguf`

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -16,6 +17,7 @@
 #include <random>
 
 #include "runtime/plan_file.h"
+#include "runtime/huge_buffer.h"
 #include "runtime/plan_file_internal.h"
 
 namespace zenmoe::plan {
@@ -252,27 +254,33 @@ Status layout_tensors(PlanHeader* header) {
 
 LoadedPlan::LoadedPlan(LoadedPlan&& o) noexcept
     : header(std::move(o.header)), path(std::move(o.path)), weights_path(std::move(o.weights_path)),
-      base_(o.base_), size_(o.size_) {
+      base_(o.base_), size_(o.size_), owned_(std::move(o.owned_)) {
   o.base_ = nullptr;
   o.size_ = 0;
 }
 
 LoadedPlan& LoadedPlan::operator=(LoadedPlan&& o) noexcept {
   if (this != &o) {
-    if (base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), size_);
+    release();
     header = std::move(o.header);
     path = std::move(o.path);
     weights_path = std::move(o.weights_path);
     base_ = o.base_;
     size_ = o.size_;
+    owned_ = std::move(o.owned_);
     o.base_ = nullptr;
     o.size_ = 0;
   }
   return *this;
 }
 
-LoadedPlan::~LoadedPlan() {
-  if (base_ != nullptr) ::munmap(const_cast<uint8_t*>(base_), size_);
+LoadedPlan::~LoadedPlan() { release(); }
+
+void LoadedPlan::release() {
+  if (base_ != nullptr && owned_ == nullptr) ::munmap(const_cast<uint8_t*>(base_), size_);
+  owned_.reset();
+  base_ = nullptr;
+  size_ = 0;
 }
 
 int LoadedPlan::find_tensor(std::string_view name) const {
@@ -330,6 +338,36 @@ Status map_side_file(const std::string& path, const PlanHeader& h, uint64_t weig
   *base = static_cast<const uint8_t*>(p);
   *size = real;
   return Status::ok();
+}
+
+// Whether `bytes` is under half of MemAvailable (false when /proc/meminfo cannot be read).
+bool fits_in_memory(uint64_t bytes) {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return false;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+  std::fclose(f);
+  return bytes < static_cast<uint64_t>(kib) * 1024 / 2;
+}
+
+// Reads the whole side file (already validated through its mapping) into huge-page memory.
+Expected<std::shared_ptr<uint8_t>> copy_side_file(const std::string& path, uint64_t size) {
+  auto buf = alloc_huge_buffer(size, path.c_str());
+  if (!buf) return Error{buf.error()};
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return Error{path + ": cannot open the plan's weights: " + errno_text()};
+  uint64_t done = 0;
+  while (done < size) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(size - done, uint64_t{1} << 30));
+    const ssize_t r = ::pread(f.fd, buf->get() + done, want, static_cast<off_t>(done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return Error{path + ": reading the plan's weights failed: " + (r < 0 ? errno_text() : "file shrank")};
+    done += static_cast<uint64_t>(r);
+  }
+  return buf;
 }
 
 }  // namespace
@@ -415,7 +453,7 @@ Status check_weights_header(const uint8_t* data, uint64_t n, const PlanHeader& h
 
 }  // namespace detail
 
-Expected<LoadedPlan> read_plan(const std::string& path) {
+Expected<LoadedPlan> read_plan(const std::string& path, WeightsLoad load) {
   Expected<std::string> bytes = read_small_file(path);
   if (!bytes) return Error{bytes.error()};
   uint64_t weights_id = 0;
@@ -427,6 +465,12 @@ Expected<LoadedPlan> read_plan(const std::string& path) {
   plan.weights_path = (fs::path(path).parent_path() / h->weights_file).string();
   plan.header = std::move(*h);
   ZENMOE_RETURN_IF_ERROR(map_side_file(plan.weights_path, plan.header, weights_id, &plan.base_, &plan.size_));
+  if (load == WeightsLoad::kMap || (load == WeightsLoad::kAuto && !fits_in_memory(plan.size_))) return plan;
+  auto copy = copy_side_file(plan.weights_path, plan.size_);
+  if (!copy) return Error{copy.error()};
+  ::munmap(const_cast<uint8_t*>(plan.base_), plan.size_);
+  plan.owned_ = std::move(*copy);
+  plan.base_ = plan.owned_.get();
   return plan;
 }
 

@@ -20,8 +20,21 @@ inline void cpu_relax() {
 struct ThreadPool::Topology {
   hwloc_topology_t topo = nullptr;
   int n_cores = 0;
+  hwloc_cpuset_t caller_set = nullptr;  // where the creating thread could run before the pool
   ~Topology() {
+    if (caller_set != nullptr) hwloc_bitmap_free(caller_set);
     if (topo != nullptr) hwloc_topology_destroy(topo);
+  }
+  // Remembers the calling thread's binding so the pool can give it back.
+  void save_caller() {
+    caller_set = hwloc_bitmap_alloc();
+    if (caller_set != nullptr && hwloc_get_cpubind(topo, caller_set, HWLOC_CPUBIND_THREAD) != 0) {
+      hwloc_bitmap_free(caller_set);
+      caller_set = nullptr;
+    }
+  }
+  void restore_caller() const {
+    if (caller_set != nullptr) hwloc_set_cpubind(topo, caller_set, HWLOC_CPUBIND_THREAD);
   }
   bool load() {
     if (hwloc_topology_init(&topo) != 0) return false;
@@ -52,6 +65,7 @@ Expected<std::unique_ptr<ThreadPool>> ThreadPool::create(const ThreadPoolOptions
     auto topo = std::make_unique<Topology>();
     if (topo->load()) {
       pool->topo_ = std::move(topo);
+      pool->topo_->save_caller();
       pinned = pool->topo_->bind(0);
     }
   }
@@ -75,6 +89,9 @@ ThreadPool::~ThreadPool() {
   }
   cv_.notify_all();
   for (auto& t : threads_) t.join();
+  // The caller was thread 0: give it back the CPUs it had, so a later pool or measurement in
+  // the same thread is not confined to core 0.
+  if (topo_) topo_->restore_caller();
 }
 
 void ThreadPool::worker(int index) {

@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <string>
 
@@ -32,7 +34,12 @@ class CompileCli : public ::testing::Test {
   void expect_one_line_error(const std::string& args, const std::string& needle) {
     testing_cli::expect_one_line_error(zenmoe(args), args, needle);
   }
-  std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
+  std::string q(const fs::path& p) {
+    std::string s = "'";  // appended, not "'" + ...: GCC 12 warns (-Wrestrict) on that form
+    s += p.string();
+    s += '\'';
+    return s;
+  }
 
   fs::path dir_, gguf_, plan_;
 };
@@ -48,6 +55,24 @@ TEST_F(CompileCli, PlanGivesTheLogitsOfItsGguf) {
   const std::string a = testing_cli::slurp_file(dir_ / "plan.f32"), b = testing_cli::slurp_file(dir_ / "gguf.f32");
   EXPECT_EQ(a.size(), 7u * 512u * 4u);
   EXPECT_EQ(a, b);
+  // Seven tokens in chunks of two: the same logits up to float summation order.
+  ASSERT_EQ(zenmoe("logits -m " + q(plan_) + " -ub 2" + toks + q(dir_ / "ub.f32")).status, 0);
+  const std::string chunked = testing_cli::slurp_file(dir_ / "ub.f32");
+  ASSERT_EQ(chunked.size(), a.size());
+  float max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < a.size(); i += 4) {
+    float x, y;
+    std::memcpy(&x, a.data() + i, 4);
+    std::memcpy(&y, chunked.data() + i, 4);
+    max_diff = std::max(max_diff, std::fabs(x - y));
+    max_abs = std::max(max_abs, std::fabs(x));
+  }
+  EXPECT_LE(max_diff, 1e-3f * max_abs) << "max |logit| " << max_abs;
+  // Mapped or copied into huge-page memory, the weights are the same bytes.
+  for (const std::string load : {"--mmap", "--no-mmap"}) {
+    ASSERT_EQ(zenmoe("logits -m " + q(plan_) + " " + load + " " + toks + q(dir_ / "load.f32")).status, 0) << load;
+    EXPECT_EQ(testing_cli::slurp_file(dir_ / "load.f32"), a) << load;
+  }
   CliResult r = zenmoe("run -m " + q(plan_) + " -p 'Hello world' -n 4 --temp 0 --ignore-eos");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("decode"), std::string::npos) << r.err;
@@ -78,6 +103,8 @@ TEST_F(CompileCli, BadInputsFailCleanly) {
   expect_one_line_error("compile " + q(gguf_) + " -o /nonexistent/dir/m.zplan", "/nonexistent/dir");
   expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 --cache-type-k q4", "unknown cache type 'q4'");
   expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 -ctk f16 -ctv f32", "one latent cache");
+  expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 --mmap --no-mmap", "not both");
+  expect_one_line_error("logits -m " + q(gguf_) + " --tokens 1 --mode prefill -o x -ub 0", "ubatch-size");
   // A plan that is not a plan.
   fs::copy_file(fs::path(ZENMOE_ORACLE_DIR) / "tiny-q4ks.dequant.json", dir_ / "bad.zplan");
   expect_one_line_error("run -m " + q(dir_ / "bad.zplan") + " -p hi -n 1", "bad.zplan");

@@ -3,6 +3,7 @@
 // building blocks: the thread pool, range splitting and the arena memory plan.
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,6 +50,23 @@ TEST(ThreadPool, WakesSleepingWorkers) {
   }
   EXPECT_EQ(sum.load(), 15);
   EXPECT_FALSE((*pool)->placement().empty());
+}
+
+// A pinned pool binds its caller to core 0 while it lives and gives the old CPU set back after,
+// so a second pool (or a bandwidth probe) made later in the same thread may use every core.
+TEST(ThreadPool, GivesTheCallerItsCpusBack) {
+  cpu_set_t before, during, after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  {
+    auto pool = ThreadPool::create({1, true, 1});
+    ASSERT_TRUE(pool.has_value());
+    ASSERT_EQ(sched_getaffinity(0, sizeof during, &during), 0);
+    if ((*pool)->placement().rfind("pinned", 0) == 0) {
+      EXPECT_EQ(CPU_COUNT(&during), 1);
+    }
+  }
+  ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after));
 }
 
 TEST(ThreadPool, RejectsBadThreadCounts) {

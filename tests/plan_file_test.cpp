@@ -196,6 +196,19 @@ TEST(PlanFile, RoundTrip) {
   // A moved-from plan gives up its mapping; the moved-to one still reads it.
   LoadedPlan moved = std::move(*r);
   EXPECT_EQ(moved.tensor_data(2)[5], pattern(2, 5));
+  EXPECT_FALSE(moved.weights_copied());
+
+  // Copied into anonymous memory instead of mapped: the same bytes at the same offsets.
+  Expected<LoadedPlan> copied = read_plan(path, WeightsLoad::kCopy);
+  ASSERT_TRUE(copied.has_value()) << copied.error();
+  EXPECT_TRUE(copied->weights_copied());
+  EXPECT_EQ(copied->weights_size(), moved.weights_size());
+  EXPECT_EQ(std::memcmp(copied->weights_base(), moved.weights_base(), moved.weights_size()), 0);
+  LoadedPlan copied_moved = std::move(*copied);
+  EXPECT_EQ(copied_moved.tensor_data(1)[7], pattern(1, 7));
+  copied_moved = std::move(moved);  // releases the copy, takes over the mapping
+  EXPECT_FALSE(copied_moved.weights_copied());
+  EXPECT_EQ(copied_moved.tensor_data(0)[3], pattern(0, 3));
 }
 
 // The packer's real output travels through the side file unchanged and still computes the

@@ -21,7 +21,7 @@
 namespace zenmoe::tools {
 namespace {
 
-const std::vector<FlagSpec> kFlags = {
+const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"model", "m", true, "model file (or give it as the first argument)"},
     {"threads", "t", true, "thread counts to measure, e.g. 1,2 (default 1)"},
     {"prompt", "p", true, "prompt tokens for the prefill figure (default 512)"},
@@ -36,7 +36,7 @@ const std::vector<FlagSpec> kFlags = {
     {"isa", "", true, "cap the bandwidth probe's loads: avx512, avx2 or scalar"},
     {"clock", "", true, "wall (default) or cpu: process CPU time / threads"},
     {"help", "h", false, "print this help"},
-};
+});
 
 struct Options {
   std::string model;
@@ -46,6 +46,8 @@ struct Options {
   LoadIsa isa = LoadIsa::kScalar;
   bool json = false, profile = false;
   Engine engine = Engine::Best;
+  plan::WeightsLoad load = plan::WeightsLoad::kAuto;
+  int n_ubatch = 512;
 };
 
 Expected<Options> parse_options(const Args& a) {
@@ -79,6 +81,10 @@ Expected<Options> parse_options(const Args& a) {
   o.json = a.has("json");
   o.profile = a.has("profile");
   o.engine = a.has("ref") ? Engine::Reference : Engine::Best;
+  auto ef = parse_engine_flags(a);
+  if (!ef) return Error{ef.error()};
+  o.load = ef->load;
+  o.n_ubatch = ef->n_ubatch;
   return o;
 }
 
@@ -157,6 +163,7 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
   ExecutorOptions eo;
   eo.n_ctx = o.prompt + o.gen + 1;
   eo.n_threads = threads;
+  eo.n_ubatch = o.n_ubatch;
   eo.profile = o.profile;
   auto ex = make_engine(model, eo, o.engine);
   if (!ex) return Error{ex.error()};
@@ -249,7 +256,7 @@ int bench_model(int argc, char** argv, int first) {
   }
   auto o = parse_options(*args);
   if (!o) return fail(o.error());
-  auto model = open_model(o->model);
+  auto model = open_model(o->model, o->load);
   if (!model) return fail(model.error());
   auto stats = compute_stats(model->gguf);
   if (!stats) return fail(o->model + ": " + stats.error());

@@ -21,6 +21,7 @@ bool starts_with_gguf_magic(const std::string& path) {
 Expected<std::unique_ptr<Executor>> fast_engine(CompiledModel cm, const ExecutorOptions& opts) {
   FastExecutorOptions fo;
   fo.base = opts;
+  fo.max_batch = opts.n_ubatch;
   auto ex = make_fast_executor(std::make_shared<const CompiledModel>(std::move(cm)), fo);
   if (!ex) return Error{ex.error()};
   return std::unique_ptr<Executor>(std::move(*ex));
@@ -30,13 +31,34 @@ Expected<std::unique_ptr<Executor>> fast_engine(CompiledModel cm, const Executor
 
 const char* engine_name(Engine e) { return e == Engine::Reference ? "reference" : "best"; }
 
-Expected<OpenedModel> open_model(const std::string& path) {
+std::vector<FlagSpec> with_engine_flags(std::vector<FlagSpec> flags) {
+  const std::vector<FlagSpec> engine = {
+      {"ubatch-size", "ub", true, "tokens per forward chunk of a long prompt (default 512)"},
+      {"mmap", "", false, "map a plan's weights instead of copying them (starts sooner, decodes slower)"},
+      {"no-mmap", "", false, "copy a plan's weights into huge-page memory (default when under half of free memory)"},
+  };
+  flags.insert(flags.empty() ? flags.end() : flags.end() - 1, engine.begin(), engine.end());
+  return flags;
+}
+
+Expected<EngineFlags> parse_engine_flags(const Args& a) {
+  EngineFlags f;
+  if (a.has("mmap") && a.has("no-mmap")) return Error{"give --mmap or --no-mmap, not both"};
+  if (a.has("mmap")) f.load = plan::WeightsLoad::kMap;
+  if (a.has("no-mmap")) f.load = plan::WeightsLoad::kCopy;
+  auto ub = a.get_int("ubatch-size", f.n_ubatch, 1, 1 << 16);
+  if (!ub) return Error{ub.error()};
+  f.n_ubatch = static_cast<int>(*ub);
+  return f;
+}
+
+Expected<OpenedModel> open_model(const std::string& path, plan::WeightsLoad load) {
   if (starts_with_gguf_magic(path) || path.size() < 6 || path.compare(path.size() - 6, 6, ".zplan") != 0) {
     auto m = gguf::Model::open(path);
     if (!m) return Error{m.error()};
     return OpenedModel{std::move(*m), nullptr};
   }
-  auto loaded = plan::read_plan(path);
+  auto loaded = plan::read_plan(path, load);
   if (!loaded) return Error{loaded.error()};
   auto g = plan::open_plan_gguf(loaded->header, isa::host_features());
   if (!g) return Error{g.error()};

@@ -5,15 +5,15 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "codegen/isa.h"
 #include "kernels/status.h"
 #include "runtime/executor.h"
 #include "runtime/gguf.h"
+#include "runtime/plan_file.h"
+#include "tools/args.h"
 
-namespace zenmoe::plan {
-class LoadedPlan;
-}
 
 namespace zenmoe::tools {
 
@@ -30,7 +30,17 @@ struct OpenedModel {
   gguf::Model gguf;
   std::shared_ptr<const plan::LoadedPlan> plan;  // null for a GGUF
 };
-Expected<OpenedModel> open_model(const std::string& path);
+Expected<OpenedModel> open_model(const std::string& path, plan::WeightsLoad load = plan::WeightsLoad::kAuto);
+
+// The flags of every command that runs a model (run, logits, bench model): --mmap, --no-mmap
+// (how a plan's weights reach memory) and --ubatch-size (tokens per forward chunk). Added to a
+// command's list before its last entry (--help).
+std::vector<FlagSpec> with_engine_flags(std::vector<FlagSpec> flags);
+struct EngineFlags {
+  plan::WeightsLoad load = plan::WeightsLoad::kAuto;
+  int n_ubatch = ExecutorOptions{}.n_ubatch;
+};
+Expected<EngineFlags> parse_engine_flags(const Args& a);
 
 // The model must outlive the executor.
 Expected<std::unique_ptr<Executor>> make_engine(const OpenedModel& model, const ExecutorOptions& opts, Engine which);

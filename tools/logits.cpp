@@ -14,7 +14,7 @@
 namespace zenmoe::tools {
 namespace {
 
-const std::vector<FlagSpec> kFlags = {
+const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"model", "m", true, "model file (.gguf; first part of a split model)"},
     {"tokens", "", true, "token ids separated by spaces or commas, e.g. \"1 2 3\""},
     {"mode", "", true, "prefill (one eval of all tokens) or decode (one token at a time)"},
@@ -25,7 +25,7 @@ const std::vector<FlagSpec> kFlags = {
     {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
     {"ref", "", false, "force the scalar reference executor"},
     {"help", "h", false, "show this help"},
-};
+});
 
 Expected<std::vector<int32_t>> parse_tokens(const std::string& s) {
   std::vector<int32_t> out;
@@ -97,11 +97,14 @@ int cmd_logits(int argc, char** argv, int first) {
   auto threads = args->get_int("threads", 1, 1, 1024);
   if (!threads) return fail(threads.error());
 
-  auto model = open_model(args->get("model"));
+  auto ef = parse_engine_flags(*args);
+  if (!ef) return fail(ef.error());
+  auto model = open_model(args->get("model"), ef->load);
   if (!model) return fail(model.error());
   ExecutorOptions opts;
   opts.n_ctx = static_cast<int>(*ctx);
   opts.n_threads = static_cast<int>(*threads);
+  opts.n_ubatch = ef->n_ubatch;
   auto kv = kv_cache_f16(args->get("cache-type-k"), args->get("cache-type-v"));
   if (!kv) return fail(kv.error());
   opts.kv_f16 = *kv;

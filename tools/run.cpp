@@ -26,7 +26,7 @@
 namespace zenmoe::tools {
 namespace {
 
-const std::vector<FlagSpec> kFlags = {
+const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"model", "m", true, "model file (.gguf, first part of a split model, or a .zplan from zenmoe compile)"},
     {"prompt", "p", true, "prompt text"},
     {"file", "f", true, "read the prompt from this file"},
@@ -49,7 +49,7 @@ const std::vector<FlagSpec> kFlags = {
     {"profile", "", false, "print the time spent per op kind"},
     {"verbose", "v", false, "print which kernel runs each weight and where threads run"},
     {"help", "h", false, "show this help"},
-};
+});
 
 // The dispatch log of the fast executor (one line per weight) on stderr.
 void print_dispatch(const Executor& ex) {
@@ -236,7 +236,9 @@ int cmd_run(int argc, char** argv, int first) {
   }
   auto opts = parse_options(*args);
   if (!opts) return fail(opts.error());
-  auto model = open_model(opts->model_path);
+  auto ef = parse_engine_flags(*args);
+  if (!ef) return fail(ef.error());
+  auto model = open_model(opts->model_path, ef->load);
   if (!model) return fail(model.error());
   auto tk = tok::Tokenizer::from_metadata(model->gguf.metadata());
   if (!tk) return fail(tk.error());
@@ -253,6 +255,7 @@ int cmd_run(int argc, char** argv, int first) {
   ExecutorOptions eo;
   eo.n_ctx = opts->n_ctx;
   eo.n_threads = opts->n_threads;
+  eo.n_ubatch = ef->n_ubatch;
   eo.profile = opts->profile;
   eo.kv_f16 = opts->kv_f16;
   auto ex = make_engine(*model, eo, opts->force_ref ? Engine::Reference : Engine::Best);
