@@ -126,10 +126,10 @@ TuningHints tuning_hints(Tuning t) {
   TuningHints h;
   h.tuning = t;
   h.full_width_512 = t == Tuning::kZen5;
-  // 4 KiB ahead of the weight stream measured best for Q4_K GEMV streaming from DRAM on the
-  // development host (1-4 KiB swept). Not yet measured on Zen 4 / Zen 5 hardware, so every
-  // tuning starts from the same distance; the descriptor carries it so a tuned value
-  // changes the kernel key.
+  // The base distance ahead of the weight stream, measured on the development host (1-16 KiB
+  // swept; codegen/kernel_desc.cpp scales it per format). Not yet measured on Zen 4 / Zen 5
+  // hardware, so every tuning starts from the same distance; the descriptor carries it so a
+  // tuned value changes the kernel key.
   h.prefetch_distance = 4096;
   return h;
 }

@@ -76,6 +76,10 @@ const char* format_short_name(GgmlType t);
 // block, row block legal for the format, reserved zero). Does not check the host ISA.
 Status validate(const KernelDesc& d);
 
+// Software prefetch distance (bytes ahead of the weight stream) of a GEMV kernel for this
+// weight format under this tuning.
+int prefetch_distance(GgmlType weight, isa::Tuning tuning);
+
 // The descriptor zenmoe uses for a GEMV of this weight format and K on `target`: the
 // activation format from spec §2.12, row block and prefetch distance from the tuning.
 KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target,
