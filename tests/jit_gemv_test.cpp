@@ -1,11 +1,16 @@
 // Every GEMV kernel variant the host can run against the scalar references.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+
 #include <string>
 #include <vector>
 
 #include "codegen/isa.h"
 #include "codegen/registry.h"
+#include "kernels/pack.h"
+#include "kernels/ref/quant.h"
 #include "jit_gemv_tester.h"
 
 namespace zenmoe {
@@ -125,6 +130,59 @@ TEST(JitGemv, HostRunsAnAvx512Q4KKernelWhenItHasAvx512) {
     EXPECT_GE(q4k_levels().size(), 3u) << isa::describe_host();
   } else {
     EXPECT_GE(q4k_levels().size(), 1u);
+  }
+}
+
+// The AVX2 kernels of these formats keep the AVX-512 kernel's float operation order (same
+// integer sums, same accumulators), so a model's logits do not depend on which one runs.
+std::vector<float> run_level(GgmlType f, IsaLevel level, const PackedWeights& w, const std::vector<uint8_t>& x) {
+  const KernelDesc d = default_gemv_desc(f, static_cast<int32_t>(w.layout.cols), {level, isa::Tuning::kGeneric});
+  std::vector<float> y(static_cast<size_t>(w.layout.rows), -1.0f);
+  auto k = global_registry().get(d);
+  EXPECT_TRUE(k.has_value()) << k.error();
+  if (!k) return y;
+  GemvCall c;
+  c.w = w.data.get();
+  c.x = x.data();
+  c.y = y.data();
+  c.r0 = 0;
+  c.r1 = w.layout.rows;
+  (**k)(c);
+  return y;
+}
+
+TEST(JitGemv, Avx2AndAvx512KernelsAgreeBitForBit) {
+  constexpr int64_t kRowsN = 37, kCols = 2048;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> wf(static_cast<size_t>(kRowsN * kCols)), xf(static_cast<size_t>(kCols));
+  for (float& v : wf) v = nd(rng);
+  for (float& v : xf) v = nd(rng);
+  for (GgmlType f : {GgmlType::Q4_0, GgmlType::Q5_K, GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    SCOPED_TRACE(type_name(f));
+    const int64_t rb = row_bytes(f, kCols);
+    std::vector<uint8_t> w(static_cast<size_t>(rb * kRowsN));
+    for (int64_t r = 0; r < kRowsN; ++r) ref::quantize_row(f, wf.data() + r * kCols, w.data() + r * rb, kCols);
+    const GgmlType act = default_gemv_desc(f, kCols, {IsaLevel::kAvx2, isa::Tuning::kGeneric}).act;
+    std::vector<uint8_t> x(static_cast<size_t>(row_bytes(act, kCols)));
+    ref::quantize_row(act, xf.data(), x.data(), kCols);
+    auto packed = pack_weights(f, 16, w.data(), w.size(), kRowsN, kCols);
+    ASSERT_TRUE(packed.has_value()) << packed.error();
+    const std::vector<float> a = run_level(f, IsaLevel::kAvx2, *packed, x);
+    for (IsaLevel l : {IsaLevel::kAvx512, IsaLevel::kAvx512Vnni}) {
+      if (!isa::host_supports(l)) continue;  // every level this host runs is compared
+      const std::vector<float> b = run_level(f, l, *packed, x);
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << isa::level_name(l) << " row " << i;
+    }
+  }
+}
+
+TEST(JitGemv, EveryRowPerLaneFormatHasAnAvx2Kernel) {
+  // Hosts without AVX-512 must not fall back to the scalar reference for any packed format.
+  for (GgmlType f : {GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F32, GgmlType::F16,
+                     GgmlType::BF16}) {
+    const std::vector<IsaLevel> levels = implemented_levels(f);
+    EXPECT_NE(std::find(levels.begin(), levels.end(), IsaLevel::kAvx2), levels.end()) << type_name(f);
   }
 }
 

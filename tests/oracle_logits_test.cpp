@@ -92,17 +92,18 @@ void check(const std::string& what, const Figures& f) {
   EXPECT_LE(f.kl_max, 0.1) << what;
 }
 
-enum class Engine { Reference, Fast1, Fast2, Fast2CacheF16 };
+enum class Engine { Reference, Fast1, Fast2, Fast2CacheF16, Fast1Avx2 };
 
 Expected<std::unique_ptr<Executor>> make(const gguf::Model& model, Engine e, const ExecutorOptions& opts) {
   if (e == Engine::Reference) return make_reference_executor(model, opts);
   CompileOptions co;
-  co.target = {isa::host_level(), isa::host_tuning()};
+  // Fast1Avx2: the kernels a host without AVX-512 runs (every host here has AVX2).
+  co.target = {e == Engine::Fast1Avx2 ? isa::IsaLevel::kAvx2 : isa::host_level(), isa::host_tuning()};
   auto cm = compile_in_memory(model, co);
   if (!cm) return Error{cm.error()};
   FastExecutorOptions fo;
   fo.base = opts;
-  fo.base.n_threads = e == Engine::Fast1 ? 1 : 2;
+  fo.base.n_threads = e == Engine::Fast1 || e == Engine::Fast1Avx2 ? 1 : 2;
   fo.base.kv_f16 = e == Engine::Fast2CacheF16;
   fo.max_batch = 16;  // the oracle sequences are longer: several chunks per prefill
   auto ex = make_fast_executor(std::make_shared<const CompiledModel>(std::move(*cm)), fo);
@@ -160,6 +161,8 @@ TEST(OracleLogits, FastTinyF16) { run_model("tiny-f16", Engine::Fast1); }
 TEST(OracleLogits, FastTwoThreadsTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast2); }
 TEST(OracleLogits, FastTwoThreadsTinyF16) { run_model("tiny-f16", Engine::Fast2); }
 TEST(OracleLogits, FastF16CacheTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast2CacheF16); }
+TEST(OracleLogits, FastAvx2TinyQ4KS) { run_model("tiny-q4ks", Engine::Fast1Avx2); }
+TEST(OracleLogits, FastAvx2TinyF16) { run_model("tiny-f16", Engine::Fast1Avx2); }
 
 }  // namespace
 }  // namespace zenmoe

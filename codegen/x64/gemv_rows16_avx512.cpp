@@ -9,6 +9,7 @@
 //     16-bit shift (the host may lack AVX512_BF16, and the shift is exact).
 #include <memory>
 
+#include "codegen/x64/avx2_rows16.h"
 #include "codegen/x64/generators.h"
 #include "codegen/x64/jit_base.h"
 
@@ -102,27 +103,9 @@ void GemvRows16::generate() {
 
 // Per Q8_0 activation block: bias * sum(q) as int32 and d as f32 (8 bytes of scratch).
 void GemvRows16::prep_quant() {
-  const int bias = fmt_ == GgmlType::Q8_0 ? 128 : 8;
   mov(rPx, qword[rArgs + kArgX]);
   mov(rScr, rsp);
-  mov(rCnt, nblocks());
-  Label loop;
-  L(loop);
-  xor_(edx, edx);
-  for (int j = 0; j < 32; ++j) {
-    movsx(eax, byte[rPx + 2 + j]);
-    add(edx, eax);
-  }
-  imul(edx, edx, bias);
-  mov(dword[rScr], edx);
-  movzx(eax, word[rPx]);
-  vmovd(xmm15, eax);
-  vcvtph2ps(xmm15, xmm15);
-  vmovss(dword[rScr + 4], xmm15);
-  add(rPx, 34);
-  add(rScr, 8);
-  dec(rCnt);
-  jnz(loop, T_NEAR);
+  emit_q80_sums(*this, rPx, rScr, rCnt, nblocks(), fmt_ == GgmlType::Q8_0 ? 128 : 8);
 }
 
 // f16 / bf16 activations widened to f32 in scratch (F32 is used in place).

@@ -17,6 +17,9 @@ Expected<std::unique_ptr<KernelCode>> generate_gemv_q6k_avx512(const KernelDesc&
 Expected<std::unique_ptr<KernelCode>> generate_gemv_q5k_avx512(const KernelDesc& d);
 Expected<std::unique_ptr<KernelCode>> generate_gemv_q80_avx2(const KernelDesc& d);
 Expected<std::unique_ptr<KernelCode>> generate_gemv_q6k_avx2(const KernelDesc& d);
+Expected<std::unique_ptr<KernelCode>> generate_gemv_q40_avx2(const KernelDesc& d);
+Expected<std::unique_ptr<KernelCode>> generate_gemv_q5k_avx2(const KernelDesc& d);
+Expected<std::unique_ptr<KernelCode>> generate_gemv_plain_avx2(const KernelDesc& d);
 
 namespace {
 
@@ -28,13 +31,16 @@ Expected<std::unique_ptr<KernelCode>> dispatch(const KernelDesc& d) {
   if (d.weight == GgmlType::Q4_K && d.isa == isa::IsaLevel::kAvx2) return generate_gemv_q4k_avx2(d);
   if (d.weight == GgmlType::Q6_K && d.isa >= isa::IsaLevel::kAvx512Vnni) return generate_gemv_q6k_avx512(d);
   if (d.weight == GgmlType::Q5_K && d.isa >= isa::IsaLevel::kAvx512Vnni) return generate_gemv_q5k_avx512(d);
-  // AVX-512 without VNNI runs the AVX2 Q6_K and Q8_0 kernels (vpmaddubsw at either width).
+  // AVX-512 without VNNI runs the AVX2 Q6_K, Q5_K, Q8_0 and Q4_0 kernels (vpmaddubsw at either width).
   if (d.weight == GgmlType::Q6_K && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q6k_avx2(d);
+  if (d.weight == GgmlType::Q5_K && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q5k_avx2(d);
+  if (d.weight == GgmlType::Q4_0 && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q40_avx2(d);
   if (d.weight == GgmlType::Q8_0 && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q80_avx2(d);
   const bool int8 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0;
   const bool plain = d.weight == GgmlType::F32 || d.weight == GgmlType::F16 || d.weight == GgmlType::BF16;
-  // Q4_0 (and Q8_0 from VNNI up) use vpdpbusd on biased codes, which would saturate vpmaddubsw.
+  // From VNNI up Q4_0 and Q8_0 use vpdpbusd on the unsigned codes (the AVX-512 rows16 kernel).
   if ((int8 && d.isa >= isa::IsaLevel::kAvx512Vnni) || (plain && avx512)) return generate_gemv_rows16_avx512(d);
+  if (plain && d.isa == isa::IsaLevel::kAvx2) return generate_gemv_plain_avx2(d);
   return Error{canonical_name(d) + ": no xbyak generator for this format and ISA level"};
 }
 
@@ -49,10 +55,10 @@ void swiglu_quantize_q8k(const float* gu, void* q8k_block) {
 std::vector<isa::IsaLevel> generated_levels(GgmlType weight) {
   using isa::IsaLevel;
   if (weight == GgmlType::Q4_K) return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
-  if (weight == GgmlType::Q8_0 || weight == GgmlType::Q6_K) return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
-  if (weight == GgmlType::Q4_0 || weight == GgmlType::Q5_K) return {IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
+  if (weight == GgmlType::Q8_0 || weight == GgmlType::Q6_K || weight == GgmlType::Q4_0 || weight == GgmlType::Q5_K)
+    return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
   if (weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16)
-    return {IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
+    return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
   return {};
 }
 
