@@ -124,13 +124,8 @@ void MlaOp::softmax_rows(float* s, int64_t rows, int64_t stride, int64_t vis) co
     }
     return;
   }
-  GlueCall c;  // in place; entries past vis become exact zeros
-  c.x = s;
-  c.y = s;
-  c.n_rows = rows;
-  c.stride = stride;
-  c.n = stride;
-  c.n_visible = vis;
+  // In place; entries past vis become exact zeros.
+  GlueCall c{.x = s, .y = s, .n_rows = rows, .stride = stride, .n = stride, .n_visible = vis};
   softmax_(&c);
 }
 
