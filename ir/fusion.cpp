@@ -86,6 +86,30 @@ bool fuse_residual(Graph& g, const UseInfo& u, int a, std::vector<char>& dead) {
   return false;
 }
 
+// Rewrites quantize(rms_norm(x, w)) at quantize node `q`: the norm keeps its f32 output only
+// when something but the quantize reads it.
+bool fuse_norm_quantize(Graph& g, const UseInfo& u, int q, const PipelineOptions& opt, std::vector<char>& dead) {
+  Node& qn = g.nodes[static_cast<size_t>(q)];
+  const int y = qn.inputs[0];
+  const int r = u.producer[static_cast<size_t>(y)];
+  if (r < 0 || dead[static_cast<size_t>(r)] || g.nodes[static_cast<size_t>(r)].op != OpKind::RmsNorm ||
+      !opt.norm_quantize_kernel(val(g, qn.outputs[0]).type))
+    return false;
+  Node& rn = g.nodes[static_cast<size_t>(r)];
+  qn.op = OpKind::RmsNormQuantize;
+  qn.inputs = rn.inputs;
+  qn.attrs = rn.attrs;
+  if (u.uses[static_cast<size_t>(y)] > 1) {
+    // Others read y: the fused node writes it too, where the norm did (before any reader).
+    rn.op = OpKind::RmsNormQuantize;
+    rn.outputs = {qn.outputs[0], y};
+    dead[static_cast<size_t>(q)] = 1;
+    return true;
+  }
+  dead[static_cast<size_t>(r)] = 1;
+  return true;
+}
+
 // Drops dead nodes and the temps nothing produces any more, renumbering value ids.
 void compact(Graph& g, const std::vector<char>& dead) {
   std::vector<Node> nodes;
@@ -120,6 +144,13 @@ Status fuse(Graph& g, const PipelineOptions& opt) {
     const UseInfo u = use_info(g);
     for (size_t k = 0; k < g.nodes.size(); ++k)
       if (g.nodes[k].op == OpKind::Quantize) changed |= fuse_gate_up(g, u, static_cast<int>(k), opt, dead);
+    // Gate/up rewrites turn quantize nodes into gate_up_swiglu: no later rewrite sees them.
+  }
+  if (opt.norm_quantize_kernel) {
+    const UseInfo u = use_info(g);
+    for (size_t k = 0; k < g.nodes.size(); ++k)
+      if (g.nodes[k].op == OpKind::Quantize && !dead[k])
+        changed |= fuse_norm_quantize(g, u, static_cast<int>(k), opt, dead);
   }
   if (opt.fuse_residual) {
     const UseInfo u = use_info(g);  // gate/up rewrites do not touch adds or their matmuls

@@ -5,6 +5,9 @@
 //   2. add(acc, matmul(w, x)) with a 2-D weight becomes matmul_add(w, x, acc) when
 //      PipelineOptions::fuse_residual is set and acc is dead after the add, so the product
 //      accumulates into acc's bytes (the memory plan gives both one arena slot).
+//   3. quantize(rms_norm(x, w)) becomes rms_norm_quantize(x, w) when
+//      PipelineOptions::norm_quantize_kernel accepts the format (keeping the f32 norm output
+//      when anything else reads it, e.g. the router of a MoE layer).
 // Intermediate values the rewrites make unused are removed; the result is verified.
 #pragma once
 

@@ -59,9 +59,11 @@ struct Value {
 //   gate_up_swiglu(w_gate {K,F}, w_up {K,F}, x {K,..})  -> {F,..} in the output's format:
 //        quantize(swiglu(matmul(w_gate, x), matmul(w_up, x)))
 //   matmul_add(w {K,N}, x {K,..}, acc f32 {N,..})       -> f32 {N,..}: acc + matmul(w, x)
+//   rms_norm_quantize(x {N,..}, w f32 {N}) eps          -> q [, y]: y = rms_norm(x, w),
+//        q = quantize(y) in q's format; y only when something else reads it
 enum class OpKind : uint8_t {
   Embed, RmsNorm, Quantize, MatMul, MatMulId, Reshape, Slice, Rope, MlaAttention,
-  MhaAttention, Router, SwiGlu, WeightedSum, Add, GateUpSwiGlu, MatMulAdd,
+  MhaAttention, Router, SwiGlu, WeightedSum, Add, GateUpSwiGlu, MatMulAdd, RmsNormQuantize,
 };
 const char* op_name(OpKind op);
 bool op_from_name(std::string_view name, OpKind* out);

@@ -30,6 +30,9 @@ struct PipelineOptions {
   // fusion: whether a fused gate+up+SwiGLU kernel runs weights of this format with K inputs
   // and F outputs per token, writing `out` activations. Null: no gate/up fusion.
   std::function<bool(GgmlType weight, int64_t K, int64_t F, GgmlType out)> gate_up_kernel;
+  // fusion: whether rms_norm followed by a quantize to `out` runs as one kernel. Null: no
+  // norm/quantize fusion.
+  std::function<bool(GgmlType out)> norm_quantize_kernel;
   // fusion: fold residual adds into matmul accumulate epilogues (matmul_add).
   bool fuse_residual = false;
   // partition, tiling: the kernel row geometry of a weight (null: both passes do nothing).

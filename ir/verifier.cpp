@@ -83,6 +83,7 @@ class NodeChecker {
   bool weighted_sum();
   bool gate_up_swiglu();
   bool matmul_add();
+  bool rms_norm_quantize();
 
   const Graph& g_;
   const Node& n_;
@@ -106,6 +107,7 @@ bool NodeChecker::check() {
     case OpKind::WeightedSum: return weighted_sum();
     case OpKind::GateUpSwiGlu: return gate_up_swiglu();
     case OpKind::MatMulAdd: return matmul_add();
+    case OpKind::RmsNormQuantize: return rms_norm_quantize();
   }
   return fail("unknown op");
 }
@@ -315,6 +317,18 @@ bool NodeChecker::matmul_add() {
          shape_is(out(0), o);
 }
 
+bool NodeChecker::rms_norm_quantize() {
+  if (n_.outputs.size() != 1 && !arity(2, 2, 2)) return false;
+  if (!arity(2, 2, n_.outputs.size()) || !type_is(in(0), GgmlType::F32) || !type_is(in(1), GgmlType::F32) ||
+      in(0).shape.empty() || !shape_is(in(1), {in(0).shape[0]}) || !has_attr("eps", 1))
+    return false;
+  if (n_.outputs.size() == 2 && (!type_is(out(1), GgmlType::F32) || !shape_is(out(1), in(0).shape))) return false;
+  const FormatTraits* tr = format_traits(out(0).type);
+  if (!tr || !tr->from_float || out(0).type == GgmlType::F32 || in(0).shape[0] % tr->block_elems != 0)
+    return fail(std::string("cannot quantise the norm to ") + type_name(out(0).type));
+  return shape_is(out(0), in(0).shape);
+}
+
 // The op and input slot a weight of this name may appear in.
 bool weight_role_ok(const std::string& full, OpKind op, size_t slot) {
   std::string name = full;
@@ -328,7 +342,7 @@ bool weight_role_ok(const std::string& full, OpKind op, size_t slot) {
   };
   if (name == "token_embd.weight")
     return (op == OpKind::Embed && slot == 0) || (op == OpKind::MatMul && slot == 0);
-  if (ends("_norm.weight")) return op == OpKind::RmsNorm && slot == 1;
+  if (ends("_norm.weight")) return (op == OpKind::RmsNorm || op == OpKind::RmsNormQuantize) && slot == 1;
   if (name == "exp_probs_b.bias") return op == OpKind::Router && slot == 1;
   if (ends("_exps.weight")) return op == OpKind::MatMulId && slot == 0;
   if (op == OpKind::GateUpSwiGlu) return slot < 2;

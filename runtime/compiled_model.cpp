@@ -88,6 +88,8 @@ ir::PipelineOptions pipeline_options(isa::Target target, int threads) {
   o.l3_bytes = caches.l3;
   // Residual adds become accumulating GEMV/GEMM calls; every format with a kernel has both.
   o.fuse_residual = true;
+  // rms_norm + Q8_K quantisation is one generated glue kernel (the reference path otherwise).
+  o.norm_quantize_kernel = [](GgmlType out) { return out == GgmlType::Q8_K; };
   o.max_tokens = kDefaultMaxBatch;
   // The fused gate/up kernel exists for Q4_K weights writing Q8_K, at AVX-512 levels (its
   // scalar form is a test reference, slower than the unfused path).

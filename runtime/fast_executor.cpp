@@ -43,7 +43,7 @@ bool per_token(ir::OpKind op) {
   switch (op) {
     case ir::OpKind::Embed: case ir::OpKind::RmsNorm: case ir::OpKind::Quantize: case ir::OpKind::Slice:
     case ir::OpKind::Rope: case ir::OpKind::Router: case ir::OpKind::SwiGlu: case ir::OpKind::WeightedSum:
-    case ir::OpKind::Add:
+    case ir::OpKind::Add: case ir::OpKind::RmsNormQuantize:
       return true;
     default:
       return false;
@@ -109,6 +109,7 @@ class Impl final : public FastExecutor {
   std::vector<Step> steps_;
   std::vector<AttentionScratch> scratch_;
   MatScratch mat_scratch_;
+  std::vector<float> gate_up_scratch_;
   std::vector<std::string> dispatch_;
   std::map<std::string, double> profile_;
   int tokens_ = -1, positions_ = -1, logits_ = -1;
@@ -188,7 +189,7 @@ Status Impl::build_steps() {
       s.out_t.push_back(true);
     }
     if (n.op == ir::OpKind::GateUpSwiGlu) {
-      auto m = GateUpOp::create(n, g, *cm_, tiles.l2_bytes);
+      auto m = GateUpOp::create(n, g, *cm_, tiles.l2_bytes, &gate_up_scratch_);
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::GateUp;
       dispatch_.push_back(gate_up_pack_name(n, g) + ": " + (*m)->kernel_name());

@@ -21,8 +21,9 @@ constexpr int64_t kBlock = 256;
 }  // namespace
 
 Expected<std::unique_ptr<GateUpOp>> GateUpOp::create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
-                                                     int64_t l2_bytes) {
+                                                     int64_t l2_bytes, std::vector<float>* scratch) {
   std::unique_ptr<GateUpOp> op(new GateUpOp());
+  op->gu_ = scratch;
   const ir::Value& wg = g.values[static_cast<size_t>(n.inputs[0])];
   const std::string key = gate_up_pack_name(n, g);
   auto pit = cm.packed.find(key);
@@ -71,7 +72,7 @@ Expected<std::unique_ptr<GateUpOp>> GateUpOp::create(const ir::Node& n, const ir
 
 void GateUpOp::prepare(const Tensor& x) {
   const auto n = static_cast<size_t>(x.rows() * 2 * F_);
-  if (gemm_ && x.rows() > 1 && gu_.size() < n) gu_.resize(n);
+  if (gemm_ && x.rows() > 1 && gu_->size() < n) gu_->resize(n);
 }
 
 // Per tile: the GEMM writes gate/up products interleaved for every token, then each block of
@@ -85,7 +86,7 @@ void GateUpOp::run_gemm(int tid, int nth, const Tensor& x, Tensor& y) const {
     GemmCall c;
     c.w = packed_->mat(0);
     c.x = x.cdata;
-    c.y = gu_.data();
+    c.y = gu_->data();
     c.r0 = 2 * t0;
     c.r1 = 2 * t1;
     c.n = T;
@@ -94,7 +95,7 @@ void GateUpOp::run_gemm(int tid, int nth, const Tensor& x, Tensor& y) const {
     gemm_->gemm(c);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t b = t0; b < t1; b += kBlock) {
-        const float* gu = gu_.data() + t * 2 * F_ + 2 * b;
+        const float* gu = gu_->data() + t * 2 * F_ + 2 * b;
         for (int64_t r = 0; r < kBlock; ++r) {
           g[r] = gu[2 * r];
           u[r] = gu[2 * r + 1];

@@ -25,9 +25,11 @@ namespace zenmoe {
 class GateUpOp {
  public:
   // Node: gate_up_swiglu(w_gate, w_up, x) whose packed pair is in cm.packed
-  // (gate_up_pack_name). `l2_bytes`: per-core L2 used for the batch tile.
+  // (gate_up_pack_name). `l2_bytes`: per-core L2 used for the batch tile. `scratch` holds the
+  // batch path's gate/up products; one per executor, shared by its ops (they run one after
+  // another), must outlive the op.
   static Expected<std::unique_ptr<GateUpOp>> create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
-                                                    int64_t l2_bytes);
+                                                    int64_t l2_bytes, std::vector<float>* scratch);
   // Serial part before the threads start: sizes the batch path's scratch for x's tokens.
   void prepare(const refexec::Tensor& x);
   // Thread `tid` of `nth` writes its blocks of 256 outputs for every token of x.
@@ -43,7 +45,7 @@ class GateUpOp {
   std::shared_ptr<const Kernel> gemm_;  // batches; null when Q4_K has no GEMM kernel here
   GlueFn epilogue_ = nullptr;           // batches: SwiGLU + Q8_K over 256 outputs (null: reference)
   std::string kernel_name_;
-  mutable std::vector<float> gu_;       // batch path: [T][2F] gate/up products (rows disjoint per thread)
+  std::vector<float>* gu_ = nullptr;    // batch path: [T][2F] gate/up products (rows disjoint per thread)
 };
 
 }  // namespace zenmoe

@@ -23,6 +23,10 @@ bool desc_for(const ir::Node& n, const ir::Graph& g, isa::IsaLevel l, GlueCpu cp
     case ir::OpKind::RmsNorm:
       *d = glue_rms_norm_desc(n0, n.attr_float("eps"), true, true, GlueQuant::kNone, l, cpu);
       return true;
+    case ir::OpKind::RmsNormQuantize:  // the f32 row is written only when the node outputs it
+      if (g.values[static_cast<size_t>(n.outputs[0])].type != GgmlType::Q8_K) return false;
+      *d = glue_rms_norm_desc(n0, n.attr_float("eps"), true, n.outputs.size() > 1, GlueQuant::kQ8K, l, cpu);
+      return true;
     case ir::OpKind::Quantize:
       if (g.values[static_cast<size_t>(n.outputs[0])].type != GgmlType::Q8_K) return false;
       *d = glue_quantize_desc(n0, GlueQuant::kQ8K, l, cpu);
@@ -79,6 +83,13 @@ void LightGlue::run(int64_t t0, int64_t t1, std::span<Tensor* const> in, std::sp
       c.x = x.cf32() + t0 * per * n0;
       c.w = in[1]->cf32();
       c.y = y.f32() + t0 * per * n0;
+      c.n_rows = nt * per;
+      break;
+    case ir::OpKind::RmsNormQuantize:
+      c.x = x.cf32() + t0 * per * n0;
+      c.w = in[1]->cf32();
+      c.q = y.data + t0 * per * y.row_size();
+      c.y = out.size() > 1 ? out[1]->f32() + t0 * per * n0 : nullptr;
       c.n_rows = nt * per;
       break;
     case ir::OpKind::Quantize:

@@ -83,6 +83,21 @@ void matmul_add(const Tensor& w, const Tensor& x, const Tensor& acc, Tensor& y) 
   ref::add(acc.cf32(), y.cf32(), y.f32(), y.numel());
 }
 
+// out = {q[, y]}: y = rms_norm(x, w) (in a scratch row set when y is not an output), q = quantize(y).
+void rms_norm_quantize(const Node& n, const Tensor& x, const Tensor& w, std::span<Tensor* const> out) {
+  std::vector<float> scratch;
+  Tensor y;
+  if (out.size() > 1) {
+    y = *out[1];
+  } else {
+    scratch.resize(static_cast<size_t>(x.numel()));
+    y = Tensor{GgmlType::F32, x.ne, reinterpret_cast<const uint8_t*>(scratch.data()),
+               reinterpret_cast<uint8_t*>(scratch.data())};
+  }
+  rms_norm(n, x, w, y);
+  quantize(y, *out[0]);
+}
+
 // y[t][j][n] = W_{ids[t][j]}[n] · x[t] (or x[t][j] when x has a slot dimension).
 Status matmul_id(const Tensor& w, const Tensor& x, const Tensor& ids, Tensor& y) {
   const int64_t K = w.ne[0], N = w.ne[1], E = w.ne[2];
@@ -256,6 +271,7 @@ Status run_node(const Node& n, std::span<Tensor* const> in, std::span<Tensor* co
     case OpKind::Add: ref::add(in[0]->cf32(), in[1]->cf32(), y.f32(), y.numel()); break;
     case OpKind::GateUpSwiGlu: gate_up_swiglu(*in[0], *in[1], *in[2], y); break;
     case OpKind::MatMulAdd: matmul_add(*in[0], *in[1], *in[2], y); break;
+    case OpKind::RmsNormQuantize: rms_norm_quantize(n, *in[0], *in[1], out); break;
   }
   return Status::ok();
 }

@@ -108,6 +108,42 @@ TEST(FusionPass, ReferenceLogitsOfFusedGraphAreBitIdentical) {
   EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
 }
 
+TEST(FusionPass, NormQuantizeKeepsTheF32NormOnlyWhenRead) {
+  const ir::ModelInfo info = testing::tiny_info(q8_spec());
+  auto plain = ir::build_graph(info);
+  ASSERT_TRUE(plain.has_value());
+  ir::Graph g = *plain;
+  ir::PipelineOptions o;
+  o.norm_quantize_kernel = [](GgmlType) { return true; };
+  ASSERT_TRUE(ir::run_pipeline(g, o).is_ok());
+  // attn_norm and q_a_norm of both layers, ffn_in of both, result_norm; kv_c_norm feeds
+  // attention in f32 and keeps its rms_norm.
+  EXPECT_EQ(count(g, ir::OpKind::RmsNormQuantize), 7);
+  EXPECT_EQ(count(g, ir::OpKind::RmsNorm), 2);
+  EXPECT_EQ(count(g, ir::OpKind::Quantize), count(*plain, ir::OpKind::Quantize) - 7);
+  int both = 0;
+  for (const ir::Node& n : g.nodes)
+    if (n.op == ir::OpKind::RmsNormQuantize && n.outputs.size() == 2) {
+      ++both;  // the MoE layer's ffn_in: the router reads the f32 norm
+      EXPECT_EQ(g.values[static_cast<size_t>(n.outputs[1])].name, "blk.1.ffn_in");
+    }
+  EXPECT_EQ(both, 1);
+  auto back = ir::parse_graph(ir::print_graph(g));
+  ASSERT_TRUE(back.has_value()) << back.error();
+  EXPECT_EQ(ir::print_graph(*back), ir::print_graph(g));
+  const testing::TinyWeights w = testing::tiny_weights(info, 3);
+  ExecutorOptions eo;
+  eo.n_ctx = 16;
+  auto a = make_reference_executor(std::move(*plain), w.table(), eo);
+  auto b = make_reference_executor(std::move(g), w.table(), eo);
+  ASSERT_TRUE(a.has_value() && b.has_value());
+  const std::vector<int32_t> toks = {4, 9, 33};
+  std::vector<float> la(toks.size() * 50), lb(la.size());
+  ASSERT_TRUE((*a)->eval(toks, la.data(), true).is_ok());
+  ASSERT_TRUE((*b)->eval(toks, lb.data(), true).is_ok());
+  EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * sizeof(float)));
+}
+
 TEST(Pipeline, DumpAfterFusionAndUnknownPass) {
   auto g = ir::build_graph(testing::tiny_info(q8_spec()));
   ASSERT_TRUE(g.has_value());
@@ -306,6 +342,7 @@ TEST_F(FusedFast, FusedLogitsMatchUnfused) {
   ASSERT_TRUE(plain && fused);
   EXPECT_EQ(count(plain->graph, ir::OpKind::MatMulAdd), 0);
   EXPECT_GE(count(fused->graph, ir::OpKind::MatMulAdd), 3);
+  EXPECT_GE(count(fused->graph, ir::OpKind::RmsNormQuantize), 5);
   const bool gate_up = isa::host_supports(isa::IsaLevel::kAvx512);
   EXPECT_EQ(count(fused->graph, ir::OpKind::GateUpSwiGlu), gate_up ? 2 : 0);
   auto a = fast(plain, 2, 8), b = fast(fused, 2, 8);
