@@ -11,15 +11,15 @@ using namespace Xbyak;
 
 namespace {
 // Stack budget for the prepared activations of a token block (at least one tile is always
-// prepared; kGemmMaxCols bounds a tile), and the most tiles a token block holds.
+// prepared; kGemmMaxCols bounds a tile).
 constexpr int64_t kScratchBudget = 512 * 1024;
-constexpr int kMaxTiles = 4;
 }  // namespace
 
-JitGemmBase::JitGemmBase(const KernelDesc& d, int tokens, int64_t tile_scratch, int64_t tbuf, int block_groups)
-    : JitKernelBase(512 * 1024), d_(d), N_(tokens), R_(d.row_block),
+JitGemmBase::JitGemmBase(const KernelDesc& d, int tokens, int64_t tile_scratch, int64_t tbuf, int block_groups,
+                         int max_tiles, int group_rows)
+    : JitKernelBase(512 * 1024), d_(d), N_(tokens), R_(group_rows > 0 ? group_rows : d.row_block),
       acc_(d.op == KernelOp::kGemmAccumulate), tile_bytes_((tile_scratch + 63) / 64 * 64),
-      tiles_(static_cast<int>(std::clamp<int64_t>(kScratchBudget / tile_bytes_, 1, kMaxTiles))),
+      tiles_(static_cast<int>(std::clamp<int64_t>(kScratchBudget / tile_bytes_, 1, max_tiles))),
       block_groups_(block_groups), scratch_(tiles_ * tile_bytes_), tbuf_((tbuf + 63) / 64 * 64) {}
 
 void JitGemmBase::run(const GemvCall& c) const {
@@ -83,6 +83,7 @@ void JitGemmBase::emit() {
   cmp(rax, rGroupEnd);
   cmova(rax, rGroupEnd);
   mov(slot_rb_end(), rax);
+  row_block_prep();
   Label rb_done;
   for (int i = 0; i < tiles_; ++i) {
     select_tile(i, rb_done);
