@@ -10,12 +10,13 @@
 //   dmin * m[16 rows] as floats (exact: an 11-bit mantissa times a 6-bit integer).
 // The pair vectors become row vectors by an 8 x 8 transpose of 64-bit elements (a pair's
 // lanes 2s and 2s + 1 are one qword). The tile's activations are copied once per token into
-// records of 40 bytes per sub-block: the 32 codes, bsum * d_x (bsums of the two halves) and
-// d_x, so every activation dword is an embedded-broadcast operand. Per sub-block and token:
-//   I = sum of 8 vpdpbusd (codes unsigned, activations signed; exact int32)
-//   acc += float(I) * (d * sc) * d_x  -  (dmin * m) * (bsum * d_x)
-// the same rounded terms as the GEMV, summed in another order. Token tiles of N = 12; a
-// token block holds up to 8 tiles, so a transcoded row block serves up to 96 tokens.
+// records of 40 bytes per sub-block: the 32 codes, bsum (of the two halves) and d_x, so every
+// activation dword is an embedded-broadcast operand. Per sub-block j of a super-block and token:
+//   I_j = sum of 8 vpdpbusd (codes unsigned, activations signed; exact int32)
+//   s += float(I_j) * (d * sc_j)  -  (dmin * m_j) * bsum_j          (two FMAs)
+// and acc += s * d_x once per super-block: the GEMV's products, grouped and rounded in another
+// order. Token tiles of N = 9 (three accumulators each); a token block holds up to 10 tiles,
+// so a transcoded row block serves up to 90 tokens.
 #include <memory>
 
 #include "codegen/x64/gemm_jit.h"
@@ -26,7 +27,7 @@ namespace {
 
 using namespace Xbyak;
 
-constexpr int kTokens = 12, kMaxTiles = 8, kQ8KBytes = 292, kQ8KBsums = 260;
+constexpr int kTokens = 9, kMaxTiles = 10, kQ8KBytes = 292, kQ8KBsums = 260;
 constexpr int kRec = 40, kRecBsum = 32, kRecD = 36;         // activation record per sub-block and token
 constexpr int kWRec = 640, kWDsc = 512, kWDmm = 576;        // weight record per sub-block (16 rows)
 constexpr int kTab = 0, kTabSc = 64, kTabD = 128, kTmpD = 192, kTmpDm = 224, kWBase = 256;  // row-block scratch
@@ -43,8 +44,9 @@ class GemmQ4K : public JitGemmBase {
   const Reg64 rW = r13, rPa = r15, rCnt = r10;
   const Zmm zCode[2] = {zmm0, zmm1};
   const Zmm zDsc = zmm2, zDmm = zmm3, zT = zmm4;
-  Zmm acc(int t) const { return Zmm(8 + t); }    // zmm8 .. zmm19
-  Zmm isum(int t) const { return Zmm(20 + t); }  // zmm20 .. zmm31
+  Zmm acc(int t) const { return Zmm(5 + t); }    // zmm5 .. zmm13
+  Zmm sb(int t) const { return Zmm(14 + t); }    // zmm14 .. zmm22: the super-block's sum before d_x
+  Zmm isum(int t) const { return Zmm(23 + t); }  // zmm23 .. zmm31
 
   int64_t group_stride() const { return (int64_t{S_} * PR_ * 148 + 63) / 64 * 64; }
   Address scr(int64_t off) { return ptr[rsp + tbuf_offset() + off]; }
@@ -77,7 +79,6 @@ void GemmQ4K::prep() {
     movsx(esi, word[rdx + kQ8KBsums + 4 * s + 2]);
     add(ecx, esi);
     vcvtsi2ss(xmm1, xmm1, ecx);
-    vmulss(xmm1, xmm1, dword[rdx]);
     vmovss(dword[rax + kRecBsum], xmm1);
     mov(ecx, dword[rdx]);
     mov(dword[rax + kRecD], ecx);
@@ -213,13 +214,17 @@ void GemmQ4K::row_block_prep() {
   jnz(sb, T_NEAR);
 }
 
-// The 16 rows of group rGroup for the tile's m tokens, sub-block by sub-block.
+// The 16 rows of group rGroup for the tile's m tokens: per super-block, the sub-blocks' terms
+// are summed before d_x is applied once.
 void GemmQ4K::body(int m) {
   for (int t = 0; t < m; ++t) vpxord(acc(t), acc(t), acc(t));
   lea(rW, scr(kWBase));
   mov(rPa, slot_act());
-  mov(rCnt, S_ * 8);
-  Label sub;
+  mov(r11, S_);
+  Label super, sub;
+  L(super);
+  for (int t = 0; t < m; ++t) vpxord(sb(t), sb(t), sb(t));
+  mov(rCnt, 8);
   L(sub);
   for (int t = 0; t < m; ++t) vpxord(isum(t), isum(t), isum(t));
   // Chunk-major: each code vector serves the m tokens' independent int32 chains in turn.
@@ -233,14 +238,16 @@ void GemmQ4K::body(int m) {
   for (int t = 0; t < m; ++t) {
     const Zmm I = isum(t);
     vcvtdq2ps(I, I);
-    vmulps(I, I, zDsc);
-    vfmadd231ps(acc(t), I, ptr_b[rPa + kRec * t + kRecD]);
-    vfnmadd231ps(acc(t), zDmm, ptr_b[rPa + kRec * t + kRecBsum]);
+    vfmadd231ps(sb(t), I, zDsc);
+    vfnmadd231ps(sb(t), zDmm, ptr_b[rPa + kRec * t + kRecBsum]);
   }
   add(rW, kWRec);
   add(rPa, kTokens * kRec);
   dec(rCnt);
   jnz(sub, T_NEAR);
+  for (int t = 0; t < m; ++t) vfmadd231ps(acc(t), sb(t), ptr_b[rPa - kTokens * kRec + kRec * t + kRecD]);
+  dec(r11);
+  jnz(super, T_NEAR);
   Zmm accs[kTokens];
   for (int t = 0; t < kTokens; ++t) accs[t] = acc(t);
   store_lanes(m, accs, zT);
