@@ -85,6 +85,7 @@ class JitGemmBase : public JitKernelBase {
 
 // Generators (one file each).
 Expected<std::unique_ptr<KernelCode>> generate_gemm_q4k_avx512(const KernelDesc& d);
+Expected<std::unique_ptr<KernelCode>> generate_gemm_q5k_avx512(const KernelDesc& d);
 Expected<std::unique_ptr<KernelCode>> generate_gemm_q80_avx512(const KernelDesc& d);
 Expected<std::unique_ptr<KernelCode>> generate_gemm_q6k_avx512(const KernelDesc& d);
 
