@@ -129,9 +129,10 @@ struct Registrar {
           benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q4_K, s, n, loop)
               ->Unit(benchmark::kMicrosecond);
         }
-    // Q6_K and Q8_0 (also the transcoded Q5_0 weights) at the expert shapes.
-    for (GgmlType f : {GgmlType::Q6_K, GgmlType::Q8_0})
-      for (Shape s : {Shape{2048, 512}, Shape{512, 2048}})
+    // Q5_K, Q6_K and Q8_0 (also the transcoded Q5_0 weights) at the expert shapes, and the
+    // bench preset's dense down projection (Q5_K in its Q4_K_S file).
+    for (GgmlType f : {GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0})
+      for (Shape s : {Shape{2048, 512}, Shape{512, 2048}, Shape{4608, 2048}})
         for (int64_t n : {32, 128}) {
           const std::string name = std::string("gemm_") + format_short_name(f) + "/" + std::to_string(s.cols) + "x" +
                                    std::to_string(s.rows) + "/n:" + std::to_string(n);

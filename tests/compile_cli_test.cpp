@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tests/cli_util.h"
 
@@ -18,6 +19,22 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing_cli::CliResult;
+
+// KL(softmax(p) || softmax(q)) of two logit rows.
+double softmax_kl(const std::vector<float>& p, const std::vector<float>& q) {
+  auto log_softmax = [](const std::vector<float>& v) {
+    const double m = *std::max_element(v.begin(), v.end());
+    double s = 0;
+    for (float x : v) s += std::exp(x - m);
+    std::vector<double> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = v[i] - m - std::log(s);
+    return out;
+  };
+  const std::vector<double> lp = log_softmax(p), lq = log_softmax(q);
+  double kl = 0;
+  for (size_t i = 0; i < p.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
+  return kl;
+}
 
 class CompileCli : public ::testing::Test {
  protected:
@@ -55,19 +72,21 @@ TEST_F(CompileCli, PlanGivesTheLogitsOfItsGguf) {
   const std::string a = testing_cli::slurp_file(dir_ / "plan.f32"), b = testing_cli::slurp_file(dir_ / "gguf.f32");
   EXPECT_EQ(a.size(), 7u * 512u * 4u);
   EXPECT_EQ(a, b);
-  // Seven tokens in chunks of two: the same logits up to float summation order.
+  // Seven tokens in chunks of two: the last chunk's token goes through the GEMV kernels instead
+  // of the GEMM, which sums in another order; on this random model that can move a near-tie
+  // in the router. The predictions must agree and the distributions stay within the oracle
+  // bound (mean KL 5e-3) at every position.
   ASSERT_EQ(zenmoe("logits -m " + q(plan_) + " -ub 2" + toks + q(dir_ / "ub.f32")).status, 0);
   const std::string chunked = testing_cli::slurp_file(dir_ / "ub.f32");
   ASSERT_EQ(chunked.size(), a.size());
-  float max_diff = 0, max_abs = 0;
-  for (size_t i = 0; i < a.size(); i += 4) {
-    float x, y;
-    std::memcpy(&x, a.data() + i, 4);
-    std::memcpy(&y, chunked.data() + i, 4);
-    max_diff = std::max(max_diff, std::fabs(x - y));
-    max_abs = std::max(max_abs, std::fabs(x));
+  for (size_t pos = 0; pos < 7; ++pos) {
+    std::vector<float> x(512), y(512);
+    std::memcpy(x.data(), a.data() + pos * 512 * 4, 512 * 4);
+    std::memcpy(y.data(), chunked.data() + pos * 512 * 4, 512 * 4);
+    EXPECT_EQ(std::max_element(x.begin(), x.end()) - x.begin(), std::max_element(y.begin(), y.end()) - y.begin())
+        << "position " << pos;
+    EXPECT_LE(softmax_kl(x, y), 5e-3) << "position " << pos;
   }
-  EXPECT_LE(max_diff, 1e-3f * max_abs) << "max |logit| " << max_abs;
   // Mapped or copied into huge-page memory, the weights are the same bytes.
   for (const std::string load : {"--mmap", "--no-mmap"}) {
     ASSERT_EQ(zenmoe("logits -m " + q(plan_) + " " + load + " " + toks + q(dir_ / "load.f32")).status, 0) << load;

@@ -75,6 +75,7 @@ void GemmTester::make_weights(std::mt19937& rng, std::vector<uint8_t>* w) const 
   w->assign(static_cast<size_t>(rows_ * row_bytes(format_, cols_)), 0);
   const int64_t nb = rows_ * cols_ / type_geometry(format_)->block_elems;
   if (format_ == GgmlType::Q4_K) return testing::fill_q4k(data_, rng, nb, w->data());
+  if (format_ == GgmlType::Q5_K) return testing::fill_q5k(data_, rng, nb, w->data());
   if (format_ == GgmlType::Q6_K) return testing::fill_q6k(data_, rng, nb, w->data());
   testing::fill_q32(format_, data_, rng, nb, w->data());
 }
@@ -115,6 +116,7 @@ double GemmTester::bound(const uint8_t* wrow, const uint8_t* x) const {
   const double u = std::ldexp(1.0, -24);
   switch (format_) {
     case GgmlType::Q4_K: return 2.0 * double(cols_ / kQK_K + 14) * u * testing::q4k_terms(wrow, x, cols_ / kQK_K);
+    case GgmlType::Q5_K: return 2.0 * double(cols_ / kQK_K + 14) * u * testing::q5k_terms(wrow, x, cols_ / kQK_K);
     case GgmlType::Q6_K: return 2.0 * double(cols_ / kQK_K + 14) * u * testing::q6k_terms(wrow, x, cols_ / kQK_K);
     default: return 2.0 * double(cols_ / kQK + 14) * u * testing::q32_terms(format_, wrow, x, cols_ / kQK);
   }
@@ -246,7 +248,7 @@ TEST_P(Gemm, DataKinds) {
 
 std::vector<FormatLevel> gemm_variants() {
   std::vector<FormatLevel> out;
-  for (GgmlType f : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0})
+  for (GgmlType f : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0})
     for (IsaLevel l : host_levels(f)) out.emplace_back(f, l);
   return out;
 }

@@ -11,15 +11,15 @@ using namespace Xbyak;
 
 namespace {
 // Stack budget for the prepared activations of a token block (at least one tile is always
-// prepared; kGemmMaxCols bounds a tile), and the most tiles a token block holds.
+// prepared; kGemmMaxCols bounds a tile).
 constexpr int64_t kScratchBudget = 512 * 1024;
-constexpr int kMaxTiles = 4;
 }  // namespace
 
-JitGemmBase::JitGemmBase(const KernelDesc& d, int tokens, int64_t tile_scratch, int64_t tbuf, int block_groups)
-    : JitKernelBase(512 * 1024), d_(d), N_(tokens), R_(d.row_block),
+JitGemmBase::JitGemmBase(const KernelDesc& d, int tokens, int64_t tile_scratch, int64_t tbuf, int block_groups,
+                         int max_tiles, int group_rows)
+    : JitKernelBase(512 * 1024), d_(d), N_(tokens), R_(group_rows > 0 ? group_rows : d.row_block),
       acc_(d.op == KernelOp::kGemmAccumulate), tile_bytes_((tile_scratch + 63) / 64 * 64),
-      tiles_(static_cast<int>(std::clamp<int64_t>(kScratchBudget / tile_bytes_, 1, kMaxTiles))),
+      tiles_(static_cast<int>(std::clamp<int64_t>(kScratchBudget / tile_bytes_, 1, max_tiles))),
       block_groups_(block_groups), scratch_(tiles_ * tile_bytes_), tbuf_((tbuf + 63) / 64 * 64) {}
 
 void JitGemmBase::run(const GemvCall& c) const {
@@ -83,6 +83,7 @@ void JitGemmBase::emit() {
   cmp(rax, rGroupEnd);
   cmova(rax, rGroupEnd);
   mov(slot_rb_end(), rax);
+  row_block_prep();
   Label rb_done;
   for (int i = 0; i < tiles_; ++i) {
     select_tile(i, rb_done);
@@ -196,13 +197,14 @@ void JitGemmBase::store_lanes(int m, const Zmm* acc, const Zmm& tmp) {
 
 std::vector<isa::IsaLevel> gemm_levels(GgmlType weight) {
   using isa::IsaLevel;
-  if (weight == GgmlType::Q4_K || weight == GgmlType::Q6_K || weight == GgmlType::Q8_0) return {IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
+  if (weight == GgmlType::Q4_K || weight == GgmlType::Q5_K || weight == GgmlType::Q6_K || weight == GgmlType::Q8_0) return {IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
   return {};
 }
 
 Expected<std::unique_ptr<KernelCode>> generate_gemm(const KernelDesc& d) {
   try {
     if (d.isa >= isa::IsaLevel::kAvx512Vnni && d.weight == GgmlType::Q4_K) return generate_gemm_q4k_avx512(d);
+    if (d.isa >= isa::IsaLevel::kAvx512Vnni && d.weight == GgmlType::Q5_K) return generate_gemm_q5k_avx512(d);
     if (d.isa >= isa::IsaLevel::kAvx512Vnni && d.weight == GgmlType::Q8_0) return generate_gemm_q80_avx512(d);
     if (d.isa >= isa::IsaLevel::kAvx512Vnni && d.weight == GgmlType::Q6_K) return generate_gemm_q6k_avx512(d);
     return Error{canonical_name(d) + ": no xbyak GEMM generator for this format and ISA level"};

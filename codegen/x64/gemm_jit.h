@@ -15,8 +15,11 @@ namespace zenmoe::x64 {
 class JitGemmBase : public JitKernelBase {
  public:
   // tokens: the tile size N; tile_scratch: stack bytes the format's preparation of one tile
-  // needs; tbuf: stack bytes for per-token row results; block_groups: row groups per row block.
-  JitGemmBase(const KernelDesc& d, int tokens, int64_t tile_scratch, int64_t tbuf, int block_groups);
+  // needs; tbuf: stack bytes for per-token row results (or the format's own row-block
+  // scratch); block_groups: row groups per row block; max_tiles: the most tiles a token block
+  // holds; group_rows: rows per group of the row loop (0: the descriptor's row block).
+  JitGemmBase(const KernelDesc& d, int tokens, int64_t tile_scratch, int64_t tbuf, int block_groups,
+              int max_tiles = 4, int group_rows = 0);
   void run(const GemvCall& c) const override;
   void run_gemm(const GemmCall& c) const override { gfn_(&c); }
   Status seal_gemm();
@@ -36,6 +39,9 @@ class JitGemmBase : public JitKernelBase {
   // Row groups [slot_rb(), slot_rb_end()) (rGroup = slot_rb() on entry) for the m tokens of
   // the tile at slot_t0() whose scratch is at slot_act().
   virtual void body(int m) = 0;
+  // Once per row block and token block, before the block's tiles (rGroup, rGroupEnd and the
+  // slots must survive; every other register is free).
+  virtual void row_block_prep() {}
 
   Xbyak::Address slot_t0() { return qword[rsp + scratch_ + tbuf_]; }
   Xbyak::Address slot_m() { return qword[rsp + scratch_ + tbuf_ + 8]; }
@@ -79,6 +85,7 @@ class JitGemmBase : public JitKernelBase {
 
 // Generators (one file each).
 Expected<std::unique_ptr<KernelCode>> generate_gemm_q4k_avx512(const KernelDesc& d);
+Expected<std::unique_ptr<KernelCode>> generate_gemm_q5k_avx512(const KernelDesc& d);
 Expected<std::unique_ptr<KernelCode>> generate_gemm_q80_avx512(const KernelDesc& d);
 Expected<std::unique_ptr<KernelCode>> generate_gemm_q6k_avx512(const KernelDesc& d);
 

@@ -1,21 +1,14 @@
-// Q4_K x Q8_K GEMM for AVX-512 VNNI (prefill), over the same packed layout as the GEMV
-// (kernels/pack.h: row pairs, lane l = 2s + h holds sub-block s of row h of the pair).
+// Q4_K x Q8_K GEMM for AVX-512 VNNI (prefill), over the pair layout the GEMV streams
+// (kernels/pack.h: lane l = 2s + h of a pair holds sub-block s of row h).
 //
-// Token tiles of N = 12: the tile's activations are permuted once into scratch, per
-// super-block and token 640 bytes: W[j] (j = 0..7, lane l = dword 8s + j of the Q8_K qs,
-// matching the packed code lanes), then per lane (bsums[2s] + bsums[2s+1]) * d_x as floats,
-// then d_x. Rows are taken in blocks of 32 and K in chunks of 2 super-blocks (see kChunk);
-// a pair holds N float accumulators and N int32 sums; per super-block the pair's 8 code vectors
-// (low and high nibbles of 4 chunks) and two per-lane float vectors d*sc and dmin*m are made
-// once and reused by every token:
-//   I = sum of 8 vpdpbusd (codes unsigned, activations signed; exact int32)
-//   acc += float(I) * (d * sc) * d_x  -  (dmin * m) * (bsum * d_x)
-// d * sc and dmin * m are exact in f32 (an 11-bit f16 mantissa times a 6-bit integer), and
-// float(I) is exact (|I| < 2^16), so only the float products and sums round, as in the GEMV.
-// A partial last tile runs a code path generated for its token count.
+// In that layout every lane of a code vector belongs to another sub-block, so a GEMM over it
+// would need a permuted 64-byte activation vector per vpdpbusd and a float epilogue per pair
+// and super-block. Instead each row block of 16 rows is transcoded into the row-per-lane
+// records of gemm_kquant_rows.h: the pair vectors become row vectors by an 8 x 8 transpose of
+// 64-bit elements (a pair's lanes 2s and 2s + 1 are one qword).
 #include <memory>
 
-#include "codegen/x64/gemm_jit.h"
+#include "codegen/x64/gemm_kquant_rows.h"
 #include "codegen/x64/generators.h"
 
 namespace zenmoe::x64 {
@@ -23,229 +16,137 @@ namespace {
 
 using namespace Xbyak;
 
-constexpr int kTokens = 12, kQ8KBytes = 292, kQ8KBsums = 260;
-constexpr int kActBytes = 640, kActBsum = 512, kActD = 576;  // per super-block and token
-// K is processed in chunks of kChunk super-blocks (the chunk's activations, 15 KB, stay in
-// L1 while every row of a block of kBlockRows rows uses them); the unreduced accumulators of
-// the block's pairs wait in a stack buffer between chunks.
-constexpr int kChunk = 2, kBlockRows = 32;
-constexpr int kAccBuf = kBlockRows / 2 * kTokens * 64;
+// Row-block scratch: the 8 pairs' code, scale and d pointers, then d and dmin of the 16 rows.
+constexpr int kTab = 0, kTabSc = 64, kTabD = 128, kTmpD = 192, kTmpDm = 224;
 
-// Permutation of a Q8_K super-block's 64 dwords into W[j] (as in the GEMV): lane l takes
-// dword 8 * ((l / 2) % 4) + j of a two-register table; lanes 8-15 come from sub-blocks 4-7.
-struct PrepIndex {
-  alignas(64) int32_t idx[8][16];
-  PrepIndex() {
-    for (int j = 0; j < 8; ++j)
-      for (int l = 0; l < 16; ++l) idx[j][l] = 8 * ((l / 2) % 4) + j;
-  }
-};
-const PrepIndex kPrepIndex;
-
-class GemmQ4K : public JitGemmBase {
+class GemmQ4K : public GemmKQuantRows {
  public:
-  explicit GemmQ4K(const KernelDesc& d)
-      : JitGemmBase(d, kTokens, int64_t{d.cols / 256} * kTokens * kActBytes + kAccBuf, int64_t{kTokens} * d.row_block * 4,
-                    kBlockRows / d.row_block > 0 ? kBlockRows / d.row_block : 1),
-        S_(d.cols / 256), P_(d.row_block / 2),
-        chunks_((S_ + kChunk - 1) / kChunk), last_(S_ - (chunks_ - 1) * kChunk) {}
-  void generate() { emit(); }
+  explicit GemmQ4K(const KernelDesc& d) : GemmKQuantRows(d), PR_(d.row_block), PG_(d.row_block / 2) {}
 
  private:
-  const Reg64 rPc = r13, rPs = r14, rPd = r15, rPa = r8, rCnt = r10, rAcc = rsi;
-  // Chunk c uses zLo[c % 2] and zHi[c % 2]: two chunks in flight are enough.
-  const Zmm zLo[2] = {zmm0, zmm2}, zHi[2] = {zmm1, zmm3};
-  const Zmm zDsc = zmm4, zDmm = zmm5, zM0F = zmm6, zT = zmm7;
-  Zmm acc(int t) const { return Zmm(8 + t); }    // zmm8 .. zmm19
-  Zmm isum(int t) const { return Zmm(20 + t); }  // zmm20 .. zmm31
+  int64_t group_stride() const { return (int64_t{S_} * PR_ * 148 + 63) / 64 * 64; }
+  void setup() override;
+  void transcode() override;
+  void advance() override;
+  void transcode_codes(int c);
+  void transcode_scales();
+  void transpose8(const Zmm* in, const Zmm* out);
 
-  int64_t group_stride() const { return (int64_t{S_} * R_ * 148 + 63) / 64 * 64; }
-  int64_t acc_offset() const { return int64_t{S_} * kTokens * kActBytes; }
-  // Loop state slot: the K chunk.
-  Address slot_kc() { return slot(0); }
-  void prep() override;
-  void body(int m) override;
-  void group(int m);
-  void pair(int p, int m, const Label& first, const Label& last);
-  void pair_step(int p, int m);
-  void reduce(int p, int m);
-
-  int S_, P_, chunks_, last_;
+  int PR_, PG_;
 };
 
-void GemmQ4K::prep() {
-  const Zmm zX[4] = {zmm20, zmm21, zmm22, zmm23};
-  const Zmm zIdx = zmm24, zT0 = zmm25, zT1 = zmm26, zB = zmm27;
-  mov(eax, 0xFF00);
-  kmovw(k1, eax);
-  mov(rdx, reinterpret_cast<uintptr_t>(&kPrepIndex.idx[0][0]));
-  tile_x(r11);
-  mov(rPa, slot_act());
-  mov(r9, slot_m());
-  Label tok, sb;
-  L(tok);
-  mov(rcx, r11);
-  mov(rax, rPa);
-  mov(rCnt, S_);
-  L(sb);
-  for (int i = 0; i < 4; ++i) vmovdqu32(zX[i], ptr[rcx + 4 + 64 * i]);
-  for (int j = 0; j < 8; ++j) {
-    vmovdqa32(zT0, ptr[rdx + 64 * j]);
-    vmovdqa32(zT1, zT0);
-    vpermi2d(zT0, zX[0], zX[1]);
-    vpermi2d(zT1, zX[2], zX[3]);
-    vpblendmd(zIdx | k1, zT0, zT1);
-    vmovdqa32(ptr[rax + 64 * j], zIdx);
+// Pointers to the codes, scales and d of the block's 8 pairs (pair P = 8 * group + p lives in
+// packed group P / (R/2) at position P % (R/2)). Pairs past the requested rows are never
+// stored; they read pair 0's bytes so that nothing beyond the weights is touched. Then the
+// nibble mask and the super-block offsets r9 (codes), r10 (scales), r11 (d).
+void GemmQ4K::setup() {
+  for (int p = 0; p < 8; ++p) {
+    mov(rax, slot_rb());
+    shl(rax, 3);
+    mov(r8, rax);
+    add(rax, p);
+    lea(rcx, ptr[rax * 2]);
+    cmp(rcx, qword[rArgs + kGR1]);
+    cmovae(rax, r8);
+    xor_(edx, edx);
+    mov(ecx, PG_);
+    div(rcx);
+    imul(rax, rax, static_cast<int>(group_stride()));
+    add(rax, qword[rArgs + 0]);
+    imul(rcx, rdx, 256);
+    lea(r8, ptr[rax + rcx]);
+    mov(scr(kTab + 8 * p), r8);
+    imul(rcx, rdx, 32);
+    lea(r8, ptr[rax + rcx + S_ * PR_ * 128]);
+    mov(scr(kTabSc + 8 * p), r8);
+    lea(r8, ptr[rax + rdx * 4 + S_ * PR_ * 144]);
+    mov(scr(kTabD + 8 * p), r8);
   }
-  // bsum pairs: lanes 2s and 2s + 1 both get bsums[2s] + bsums[2s+1], times d_x.
-  vpmovsxwd(zB, ptr[rcx + kQ8KBsums]);
-  vpshufd(zT0, zB, 0xB1);
-  vpaddd(zB, zB, zT0);
-  vcvtdq2ps(zB, zB);
-  vmulps(zB, zB, ptr_b[rcx]);
-  vmovaps(ptr[rax + kActBsum], zB);
-  vmovss(xmm25, dword[rcx]);
-  vmovss(dword[rax + kActD], xmm25);
-  add(rcx, kQ8KBytes);
-  add(rax, kTokens * kActBytes);
-  dec(rCnt);
-  jnz(sb, T_NEAR);
-  add(r11, qword[rArgs + kGXStride]);
-  add(rPa, kActBytes);
-  dec(r9);
-  jnz(tok, T_NEAR);
-}
-
-// The row block in K chunks; per chunk, every group and pair of the block.
-void GemmQ4K::body(int m) {
   mov(eax, 0x0F0F0F0F);
-  vpbroadcastd(zM0F, eax);
-  Label chunks, groups;
-  mov(slot_kc(), 0);
-  L(chunks);
-  mov(rGroup, slot_rb());
-  L(groups);
-  group(m);
-  inc(rGroup);
-  cmp(rGroup, slot_rb_end());
-  jb(groups, T_NEAR);
-  mov(rax, slot_kc());
-  inc(rax);
-  mov(slot_kc(), rax);
-  cmp(rax, chunks_);
-  jb(chunks, T_NEAR);
+  vpbroadcastd(zmm24, eax);
+  xor_(r9d, r9d);
+  xor_(r10d, r10d);
+  xor_(r11d, r11d);
 }
 
-// One group in the current K chunk; after the last chunk, its rows are written.
-void GemmQ4K::group(int m) {
-  Label first, last, done;
-  for (int p = 0; p < P_; ++p) pair(p, m, first, last);
-  cmp(slot_kc(), chunks_ - 1);
-  jne(done, T_NEAR);
-  write_tbuf(m);
-  L(done);
-}
-
-// Pair p of group rGroup over the super-blocks of chunk slot_kc().
-void GemmQ4K::pair(int p, int m, const Label&, const Label&) {
-  Label not_first, loaded, not_last, stored;
-  // rAcc = the pair's accumulators in the block buffer.
-  mov(rAcc, rGroup);
-  sub(rAcc, slot_rb());
-  imul(rAcc, rAcc, P_ * kTokens * 64);
-  lea(rAcc, ptr[rsp + rAcc + acc_offset() + p * kTokens * 64]);
-  // Chunk pointers: codes, scales, d of the group, activations of the tile.
-  mov(rax, slot_kc());
-  mov(rPc, rGroup);
-  imul(rPc, rPc, static_cast<int>(group_stride()));
-  add(rPc, qword[rArgs + 0]);
-  imul(rcx, rax, kChunk * R_ * 16);
-  lea(rPs, ptr[rPc + rcx + S_ * R_ * 128]);
-  imul(rcx, rax, kChunk * R_ * 4);
-  lea(rPd, ptr[rPc + rcx + S_ * R_ * 144]);
-  imul(rcx, rax, kChunk * R_ * 128);
-  add(rPc, rcx);
-  imul(rcx, rax, kChunk * kTokens * kActBytes);
-  mov(rPa, slot_act());
-  add(rPa, rcx);
-  mov(rCnt, kChunk);
-  cmp(rax, chunks_ - 1);
-  jne(not_last, T_NEAR);
-  mov(rCnt, last_);
-  L(not_last);
-  test(rax, rax);
-  jnz(not_first, T_NEAR);
-  for (int t = 0; t < m; ++t) vpxord(acc(t), acc(t), acc(t));
-  jmp(loaded, T_NEAR);
-  L(not_first);
-  for (int t = 0; t < m; ++t) vmovaps(acc(t), ptr[rAcc + 64 * t]);
-  L(loaded);
-  Label sb;
-  L(sb);
-  pair_step(p, m);
-  add(rPc, R_ * 128);
-  add(rPs, R_ * 16);
-  add(rPd, R_ * 4);
-  add(rPa, kTokens * kActBytes);
-  dec(rCnt);
-  jnz(sb, T_NEAR);
-  Label keep;
-  cmp(slot_kc(), chunks_ - 1);
-  jne(keep, T_NEAR);
-  reduce(p, m);
-  jmp(stored, T_NEAR);
-  L(keep);
-  for (int t = 0; t < m; ++t) vmovaps(ptr[rAcc + 64 * t], acc(t));
-  L(stored);
-}
-
-void GemmQ4K::pair_step(int p, int m) {
-  // Per-lane d * sc and dmin * m of the pair (lanes alternate rows 2p, 2p + 1).
-  vpmovzxbd(zDsc, ptr[rPs + 32 * p]);
-  vcvtdq2ps(zDsc, zDsc);
-  vpbroadcastd(Ymm(zT.getIdx()), ptr[rPd + 4 * p]);
-  vcvtph2ps(zT, Ymm(zT.getIdx()));
-  vmulps(zDsc, zDsc, zT);
-  vpmovzxbd(zDmm, ptr[rPs + 32 * p + 16]);
-  vcvtdq2ps(zDmm, zDmm);
-  vpbroadcastd(Ymm(zT.getIdx()), ptr[rPd + 2 * R_ + 4 * p]);
-  vcvtph2ps(zT, Ymm(zT.getIdx()));
-  vmulps(zDmm, zDmm, zT);
-  // The m tokens' int32 sums are independent chains, emitted interleaved (12 chains cover
-  // the vpdpbusd latency at two per cycle).
-  for (int t = 0; t < m; ++t) vpxord(isum(t), isum(t), isum(t));
-  for (int c = 0; c < 4; ++c) {
-    const Address code = ptr[rPc + p * 256 + 64 * c];
-    const Zmm& lo = zLo[c % 2];
-    const Zmm& hi = zHi[c % 2];
-    vpandd(lo, zM0F, code);
-    vpsrlw(hi, code, 4);
-    vpandd(hi, hi, zM0F);
-    for (int t = 0; t < m; ++t) vpdpbusd(isum(t), lo, ptr[rPa + t * kActBytes + 64 * c]);
-    for (int t = 0; t < m; ++t) vpdpbusd(isum(t), hi, ptr[rPa + t * kActBytes + 64 * (c + 4)]);
+void GemmQ4K::transpose8(const Zmm* in, const Zmm* out) {
+  for (int i = 0; i < 4; ++i) {
+    vpunpcklqdq(out[2 * i], in[2 * i], in[2 * i + 1]);
+    vpunpckhqdq(out[2 * i + 1], in[2 * i], in[2 * i + 1]);
   }
-  for (int t = 0; t < m; ++t) {
-    const Zmm I = isum(t);
-    const int a = t * kActBytes;
-    vcvtdq2ps(I, I);
-    vmulps(I, I, zDsc);
-    vfmadd231ps(acc(t), I, ptr_b[rPa + a + kActD]);
-    vfnmadd231ps(acc(t), zDmm, ptr[rPa + a + kActBsum]);
+  // in[4e + 0/1]: lanes 0-1 / 2-3 of out[e] and out[2 + e]; in[4e + 2/3]: of out[4 + e], out[6 + e].
+  for (int e = 0; e < 2; ++e) {
+    vshufi64x2(in[4 * e], out[e], out[2 + e], 0x44);
+    vshufi64x2(in[4 * e + 1], out[e], out[2 + e], 0xEE);
+    vshufi64x2(in[4 * e + 2], out[4 + e], out[6 + e], 0x44);
+    vshufi64x2(in[4 * e + 3], out[4 + e], out[6 + e], 0xEE);
+  }
+  for (int e = 0; e < 2; ++e)
+    for (int k = 0; k < 4; ++k)
+      vshufi64x2(out[2 * k + e], in[4 * e + k / 2], in[4 * e + 2 + k / 2], k % 2 ? 0xDD : 0x88);
+}
+
+// Chunk c of the current super-block (r9 = its code offset): low nibbles are chunk c of each
+// sub-block, high nibbles chunk c + 4.
+void GemmQ4K::transcode_codes(int c) {
+  Zmm v[8], l[8], t[8];
+  for (int p = 0; p < 8; ++p) v[p] = Zmm(p), l[p] = Zmm(8 + p), t[p] = Zmm(16 + p);
+  const Zmm mask = zmm24;
+  for (int p = 0; p < 8; ++p) {
+    mov(rax, scr(kTab + 8 * p));
+    vmovdqu32(v[p], ptr[rax + r9 + 64 * c]);
+  }
+  for (int p = 0; p < 8; ++p) {
+    vpandd(l[p], v[p], mask);
+    vpsrlw(v[p], v[p], 4);
+    vpandd(v[p], v[p], mask);
+  }
+  transpose8(l, t);
+  for (int s = 0; s < 8; ++s) vmovdqa32(ptr[rW + s * kWRec + 64 * c], t[s]);
+  transpose8(v, t);
+  for (int s = 0; s < 8; ++s) vmovdqa32(ptr[rW + s * kWRec + 64 * (c + 4)], t[s]);
+}
+
+// d * sc and dmin * m of the current super-block (r10 = scale offset, r11 = d offset).
+void GemmQ4K::transcode_scales() {
+  Zmm v[8], l[8], t[8];
+  for (int p = 0; p < 8; ++p) v[p] = Zmm(p), l[p] = Zmm(8 + p), t[p] = Zmm(16 + p);
+  const Zmm zD = zmm25, zDm = zmm26;
+  for (int p = 0; p < 8; ++p) {
+    mov(rax, scr(kTabSc + 8 * p));
+    vpmovzxbd(l[p], ptr[rax + r10]);
+    vcvtdq2ps(l[p], l[p]);
+    vpmovzxbd(v[p], ptr[rax + r10 + 16]);
+    vcvtdq2ps(v[p], v[p]);
+    mov(rax, scr(kTabD + 8 * p));
+    mov(ecx, dword[rax + r11]);
+    mov(scr(kTmpD + 4 * p), ecx);
+    mov(ecx, dword[rax + r11 + 2 * PR_]);
+    mov(scr(kTmpDm + 4 * p), ecx);
+  }
+  vcvtph2ps(zD, scr(kTmpD));
+  vcvtph2ps(zDm, scr(kTmpDm));
+  transpose8(l, t);
+  for (int s = 0; s < 8; ++s) {
+    vmulps(t[s], t[s], zD);
+    vmovaps(ptr[rW + s * kWRec + kWDsc], t[s]);
+  }
+  transpose8(v, t);
+  for (int s = 0; s < 8; ++s) {
+    vmulps(t[s], t[s], zDm);
+    vmovaps(ptr[rW + s * kWRec + kWDmm], t[s]);
   }
 }
 
-// Even lanes are row 2p, odd lanes row 2p + 1: fold to lanes 0 and 1, store to tbuf[t].
-void GemmQ4K::reduce(int p, int m) {
-  for (int t = 0; t < m; ++t) {
-    const Zmm a = acc(t);
-    vpermilps(zT, a, 0x4E);
-    vaddps(a, a, zT);
-    vshuff32x4(zT, a, a, 0x4E);
-    vaddps(a, a, zT);
-    vshuff32x4(zT, a, a, 0xB1);
-    vaddps(a, a, zT);
-    vmovlps(ptr[rsp + tbuf_offset() + 4 * R_ * t + 8 * p], Xmm(a.getIdx()));
-  }
+void GemmQ4K::transcode() {
+  for (int c = 0; c < 4; ++c) transcode_codes(c);
+  transcode_scales();
+}
+
+void GemmQ4K::advance() {
+  add(r9, PR_ * 128);
+  add(r10, PR_ * 16);
+  add(r11, PR_ * 4);
 }
 
 }  // namespace
