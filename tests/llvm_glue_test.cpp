@@ -365,8 +365,7 @@ TEST(LlvmGlue, RouterTiesKeepTheLowerIndex) {
 
 // Absorbed MLA decode: scores over a cache of [c | k_pe] rows, softmax, values over the
 // first `dim_v` floats of each row; f32 and f16 caches, rows padded apart.
-void check_mla(int dim, int dim_v, int rows, uint8_t kv_type, IsaLevel l) {
-  const int heads = 5;
+void check_mla(int dim, int dim_v, int rows, uint8_t kv_type, IsaLevel l, int heads = 5) {
   const int64_t stride = dim + 3;
   std::vector<float> q = random_floats(size_t(heads) * dim, 200 + dim);
   std::vector<float> cache = random_floats(size_t(rows) * stride, 300 + rows);
@@ -416,6 +415,19 @@ TEST(LlvmGlue, MlaAttentionPiecesMatchReference) {
     }
 }
 
+// The kernels block 4 heads x 4 cache rows (scores) and 4 heads x 4 vectors (values): every
+// head remainder (the 2- and 1-head blocks), row remainder and partial value vector.
+TEST(LlvmGlue, MlaAttentionBlocksCoverEveryRemainder) {
+  for (IsaLevel l : levels())
+    for (uint8_t kv : {uint8_t(0), uint8_t(1)})
+      for (int heads : {1, 2, 3, 4, 6, 7, 16}) {
+        check_mla(576, 512, 23, kv, l, heads);
+        check_mla(7, 5, 6, kv, l, heads);
+        check_mla(70, 69, 3, kv, l, heads);
+        check_mla(129, 128, 70, kv, l, heads);
+      }
+}
+
 TEST(LlvmGlue, DescHashChangesWithEveryByteAndField) {
   const GlueDesc base = glue_rms_norm_desc(7168, 1e-6f, true, true, GlueQuant::kQ8K, IsaLevel::kAvx512);
   unsigned char bytes[sizeof(GlueDesc)];
@@ -440,7 +452,7 @@ TEST(LlvmGlue, DescHashChangesWithEveryByteAndField) {
       [](GlueDesc& d) { d.freq_scale = 0.03125f; },     [](GlueDesc& d) { d.n_ctx_orig = 4096; },
       [](GlueDesc& d) { d.ext_factor = 1.0f; },         [](GlueDesc& d) { d.attn_factor = 0.7f; },
       [](GlueDesc& d) { d.beta_fast = 32.0f; },         [](GlueDesc& d) { d.beta_slow = 1.0f; },
-      [](GlueDesc& d) { d.version = 2; },               [](GlueDesc& d) { d.reserved1 = 1; },
+      [](GlueDesc& d) { d.version = kGlueGeneratorVersion + 1; }, [](GlueDesc& d) { d.reserved1 = 1; },
   };
   for (size_t i = 0; i < edits.size(); ++i) {
     GlueDesc d = base;
