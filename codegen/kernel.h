@@ -31,7 +31,9 @@ using GemvFn = void (*)(const GemvCall*);
 
 // One GEMM call (KernelOp::kGemm / kGemmAccumulate, prefill): for t < n and r in [r0, r1),
 //   y_t[r] = dot(W row r, x_t)   or   y_t[r] += alpha[t] * dot(W row r, x_t)
-// with x_t = x + t * x_stride (bytes) and y_t = y + t * y_stride (floats). Offsets are ABI.
+// with x_t = x + i * x_stride (bytes), i = x_rows ? x_rows[t] : t, and y_t = y + j * y_stride
+// (floats), j = y_rows ? y_rows[t] : t. Row indices let a batch of routed tokens read and
+// write their rows in place. Offsets are ABI.
 struct GemmCall {
   const uint8_t* w = nullptr;    // packed weights, the same layout the GEMV kernels read
   const void* x = nullptr;       // activation row 0 in desc.act format
@@ -41,11 +43,19 @@ struct GemmCall {
   int64_t x_stride = 0;          // bytes between activation rows
   int64_t y_stride = 0;          // floats between output rows
   const float* alpha = nullptr;  // kGemmAccumulate: n per-token factors (unused otherwise)
+  const int32_t* x_rows = nullptr;  // optional: activation row of each token
+  const int32_t* y_rows = nullptr;  // optional: output row of each token
 };
 static_assert(offsetof(GemmCall, w) == 0 && offsetof(GemmCall, x) == 8 && offsetof(GemmCall, y) == 16 &&
               offsetof(GemmCall, r0) == 24 && offsetof(GemmCall, r1) == 32 && offsetof(GemmCall, n) == 40 &&
               offsetof(GemmCall, x_stride) == 48 && offsetof(GemmCall, y_stride) == 56 &&
-              offsetof(GemmCall, alpha) == 64);
+              offsetof(GemmCall, alpha) == 64 && offsetof(GemmCall, x_rows) == 72 &&
+              offsetof(GemmCall, y_rows) == 80);
+
+inline const uint8_t* gemm_x_row(const GemmCall& c, int64_t t) {
+  return static_cast<const uint8_t*>(c.x) + (c.x_rows != nullptr ? c.x_rows[t] : t) * c.x_stride;
+}
+inline float* gemm_y_row(const GemmCall& c, int64_t t) { return c.y + (c.y_rows != nullptr ? c.y_rows[t] : t) * c.y_stride; }
 
 using GemmFn = void (*)(const GemmCall*);
 
@@ -60,8 +70,8 @@ class KernelCode {
     for (int64_t t = 0; t < c.n; ++t) {
       GemvCall g;
       g.w = c.w;
-      g.x = static_cast<const uint8_t*>(c.x) + t * c.x_stride;
-      g.y = c.y + t * c.y_stride;
+      g.x = gemm_x_row(c, t);
+      g.y = gemm_y_row(c, t);
       g.r0 = c.r0;
       g.r1 = c.r1;
       g.alpha = c.alpha != nullptr ? c.alpha[t] : 1.0f;

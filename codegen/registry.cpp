@@ -34,8 +34,7 @@ class ScalarKernel : public KernelCode {
     if (!L) return;
     const bool acc = d_.op == KernelOp::kGemmAccumulate;
     for (int64_t t = 0; t < c.n; ++t)
-      (void)gemv_packed_ref(*L, c.w, static_cast<const uint8_t*>(c.x) + t * c.x_stride, c.y + t * c.y_stride,
-                            c.r0, c.r1, acc, acc ? c.alpha[t] : 1.0f);
+      (void)gemv_packed_ref(*L, c.w, gemm_x_row(c, t), gemm_y_row(c, t), c.r0, c.r1, acc, acc ? c.alpha[t] : 1.0f);
   }
   const uint8_t* code() const override { return nullptr; }
   size_t code_size() const override { return 0; }

@@ -108,7 +108,6 @@ class Impl final : public FastExecutor {
   std::vector<Tensor> tensors_;
   std::vector<Step> steps_;
   std::vector<AttentionScratch> scratch_;
-  MatScratch mat_scratch_;
   std::vector<float> gate_up_scratch_;
   std::vector<std::string> dispatch_;
   std::map<std::string, double> profile_;
@@ -195,7 +194,7 @@ Status Impl::build_steps() {
       dispatch_.push_back(gate_up_pack_name(n, g) + ": " + (*m)->kernel_name());
       s.gate_up = std::move(*m);
     } else if (n.op == ir::OpKind::MatMul || n.op == ir::OpKind::MatMulId || n.op == ir::OpKind::MatMulAdd) {
-      auto m = MatOp::create(n, g, *cm_, tiles, &mat_scratch_);
+      auto m = MatOp::create(n, g, *cm_, tiles);
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::Mat;
       dispatch_.push_back(g.values[static_cast<size_t>(n.inputs[0])].name + ": " + (*m)->kernel_name());

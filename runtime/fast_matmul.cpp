@@ -13,9 +13,8 @@ namespace zenmoe {
 using refexec::Tensor;
 
 Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
-                                               const TileBudget& tiles, MatScratch* scratch) {
+                                               const TileBudget& tiles) {
   std::unique_ptr<MatOp> op(new MatOp());
-  op->scratch_ = scratch;
   const ir::Value& w = g.values[static_cast<size_t>(n.inputs[0])];
   op->by_expert_ = n.op == ir::OpKind::MatMulId;
   op->accumulate_ = n.op == ir::OpKind::MatMulAdd;  // y already holds the accumulator
@@ -92,55 +91,43 @@ Status MatOp::prepare(const Tensor* ids, const Tensor& x) {
   std::vector<int64_t> fill(expert_begin_.begin(), expert_begin_.end() - 1);
   for (int64_t s = 0; s < slots; ++s)
     slot_order_[static_cast<size_t>(fill[static_cast<size_t>(ids->ci32()[s])]++)] = static_cast<int32_t>(s);
-  gathered_ = gemm_ != nullptr && slots > k_used_;  // a batch: experts see several rows
-  if (gathered_) {
-    x_row_bytes_ = x.row_size();
-    std::vector<uint8_t>& xg = scratch_->x;
-    if (xg.size() < static_cast<size_t>(slots * x_row_bytes_)) xg.resize(static_cast<size_t>(slots * x_row_bytes_));
-    if (scratch_->y.size() < static_cast<size_t>(slots * N_)) scratch_->y.resize(static_cast<size_t>(slots * N_));
+  batched_ = gemm_ != nullptr && slots > k_used_;  // a batch: experts see several rows
+  if (batched_) {
+    x_rows_.resize(static_cast<size_t>(slots));
     for (int64_t i = 0; i < slots; ++i) {
-      const int64_t slot = slot_order_[static_cast<size_t>(i)];
-      const int64_t xr = per_slot_x_ ? slot : slot / k_used_;
-      std::memcpy(xg.data() + i * x_row_bytes_, x.cdata + xr * x_row_bytes_, static_cast<size_t>(x_row_bytes_));
+      const int32_t slot = slot_order_[static_cast<size_t>(i)];
+      x_rows_[static_cast<size_t>(i)] = per_slot_x_ ? slot : slot / static_cast<int32_t>(k_used_);
     }
   }
   return Status::ok();
 }
 
-void MatOp::gemm(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, int64_t n, int64_t x_stride, float* y,
-                 int64_t y_stride) const {
-  GemmCall c;
+// Rows [r0, r1) of matrix `mat` for the tokens of `c` (x, y, n, strides, row indices set).
+void MatOp::gemm(int64_t mat, int64_t r0, int64_t r1, GemmCall c) const {
   c.w = packed_->mat(mat);
-  c.x = x;
-  c.y = y;
   c.r0 = r0;
   c.r1 = r1;
-  c.n = n;
-  c.x_stride = x_stride;
-  c.y_stride = y_stride;
   if (accumulate_) c.alpha = ones_.data();  // sized by prepare()
   gemm_->gemm(c);
 }
 
-// Batch path: each expert's gathered rows go through the GEMM kernel tile by tile; every thread
-// then copies its own output rows of those slots to their places.
-void MatOp::run_experts_gemm(int tid, int nth, Tensor& y) const {
+// Batch path: each expert's slots go through the GEMM kernel tile by tile, reading their
+// activation rows and writing their output rows in place (slot_order_ and x_rows_).
+void MatOp::run_experts_gemm(int tid, int nth, const Tensor& x, Tensor& y) const {
   const Range rr = split_range(N_, nth, tid, row_block_);
-  const uint8_t* xg = scratch_->x.data();
-  float* yg = scratch_->y.data();
   if (rr.begin >= rr.end) return;
   for (int64_t e = 0; e < n_mats_; ++e) {
     const int64_t s0 = expert_begin_[static_cast<size_t>(e)], s1 = expert_begin_[static_cast<size_t>(e + 1)];
     if (s0 == s1) continue;
-    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
-      const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
-      gemm(e, t0, t1, xg + s0 * x_row_bytes_, s1 - s0, x_row_bytes_, yg + s0 * N_, N_);
-    }
-    for (int64_t i = s0; i < s1; ++i) {
-      const int64_t slot = slot_order_[static_cast<size_t>(i)];
-      std::memcpy(y.f32() + slot * N_ + rr.begin, yg + i * N_ + rr.begin,
-                  static_cast<size_t>(rr.end - rr.begin) * sizeof(float));
-    }
+    GemmCall c;
+    c.x = x.cdata;
+    c.x_stride = x.row_size();
+    c.x_rows = x_rows_.data() + s0;
+    c.y = y.f32();
+    c.y_stride = N_;
+    c.y_rows = slot_order_.data() + s0;
+    c.n = s1 - s0;
+    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) gemm(e, t0, std::min(rr.end, t0 + tile_rows_), c);
   }
 }
 
@@ -168,7 +155,13 @@ void MatOp::run_dense(int tid, int nth, const Tensor& x, Tensor& y) const {
     for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
       const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
       if (gemm_ && per_mat > 1) {
-        gemm(m, t0, t1, x.cdata + m * xrb, per_mat, n_mats_ * xrb, y.f32() + m * N_, n_mats_ * N_);
+        GemmCall c;
+        c.x = x.cdata + m * xrb;
+        c.x_stride = n_mats_ * xrb;
+        c.y = y.f32() + m * N_;
+        c.y_stride = n_mats_ * N_;
+        c.n = per_mat;
+        gemm(m, t0, t1, c);
         continue;
       }
       for (int64_t c = m; c < cols; c += n_mats_) rows(m, t0, t1, x.cdata + c * xrb, y.f32() + c * N_);
@@ -195,8 +188,8 @@ void MatOp::run_experts(int tid, int nth, const Tensor& x, Tensor& y) const {
 }
 
 void MatOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
-  if (by_expert_ && gathered_)
-    run_experts_gemm(tid, nth, y);
+  if (by_expert_ && batched_)
+    run_experts_gemm(tid, nth, x, y);
   else if (by_expert_)
     run_experts(tid, nth, x, y);
   else

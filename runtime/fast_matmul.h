@@ -22,22 +22,13 @@ struct TileBudget {
   int64_t l2_bytes = 1 << 20;  // per core, from the machine's topology
 };
 
-// Gathered activation rows and their outputs for the batch path of matmul_id. One per executor,
-// shared by its MatOps: ops run one after another, and prepare() and run() of one op come
-// between those of the next, so a buffer per op would only multiply memory.
-struct MatScratch {
-  std::vector<uint8_t> x;
-  std::vector<float> y;
-};
-
 class MatOp {
  public:
   // Node: matmul(w, x), matmul_add(w, x, acc) (y must hold acc) or matmul_id(w, x, ids).
-  // `scratch` must outlive the op.
   static Expected<std::unique_ptr<MatOp>> create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
-                                                 const TileBudget& tiles, MatScratch* scratch);
+                                                 const TileBudget& tiles);
   // Serial part before the threads start: matmul_id groups its slots by expert and, for a
-  // batch on the GEMM kernel, gathers each expert's activation rows contiguously.
+  // batch on the GEMM kernel, lists each slot's activation row in that order.
   Status prepare(const refexec::Tensor* ids, const refexec::Tensor& x);
   // Thread `tid` of `nth` computes its share of y.
   void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
@@ -48,9 +39,8 @@ class MatOp {
   void rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y) const;
   void run_dense(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void run_experts(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
-  void run_experts_gemm(int tid, int nth, refexec::Tensor& y) const;
-  void gemm(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, int64_t n, int64_t x_stride, float* y,
-            int64_t y_stride) const;
+  void run_experts_gemm(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
+  void gemm(int64_t mat, int64_t r0, int64_t r1, GemmCall c) const;
 
   bool by_expert_ = false;
   bool accumulate_ = false;  // matmul_add: y += W x (the executor put the accumulator in y)
@@ -69,10 +59,10 @@ class MatOp {
   std::vector<int64_t> expert_begin_;  // n_mats + 1 offsets into slot_order_
   int64_t k_used_ = 1;
   bool per_slot_x_ = false;
-  // GEMM path of matmul_id: activation rows in slot_order_ and their outputs.
-  bool gathered_ = false;
-  int64_t x_row_bytes_ = 0;
-  MatScratch* scratch_ = nullptr;
+  // GEMM path of matmul_id: the activation row of each slot in slot_order_; the kernel reads
+  // and writes the slots' rows in place through these indices.
+  bool batched_ = false;
+  std::vector<int32_t> x_rows_;
 };
 
 }  // namespace zenmoe

@@ -42,6 +42,8 @@ class GemmTester {
   GemmTester& data(Data v) { data_ = v; return *this; }
   GemmTester& row_block(int v) { row_block_ = v; return *this; }
   GemmTester& seed(uint32_t v) { seed_ = v; return *this; }
+  // Also run with x_rows / y_rows: tokens read and write rows of other buffers in another order.
+  GemmTester& indexed(bool v) { indexed_ = v; return *this; }
 
   KernelDesc desc(IsaLevel level, bool gemm) const {
     const KernelOp op = gemm ? (accumulate_ ? KernelOp::kGemmAccumulate : KernelOp::kGemm)
@@ -55,6 +57,8 @@ class GemmTester {
   void Test() const;
 
  private:
+  void check_indexed(const Kernel& k, const PackedWeights& p, const std::vector<uint8_t>& x, int64_t xs,
+                     const std::vector<float>& y0, const std::vector<float>& alpha, const std::vector<float>& got) const;
   void make_weights(std::mt19937& rng, std::vector<uint8_t>* w) const;
   void make_activations(std::mt19937& rng, int64_t xs, std::vector<uint8_t>* x) const;
   double bound(const uint8_t* wrow, const uint8_t* x) const;
@@ -65,7 +69,7 @@ class GemmTester {
   GgmlType format_ = GgmlType::Q4_K;
   IsaLevel isa_ = IsaLevel::kScalar;
   int64_t rows_ = 1, cols_ = 256, n_ = 1, r0_ = -1, r1_ = -1, x_pad_ = 0, y_pad_ = 0;
-  bool accumulate_ = false;
+  bool accumulate_ = false, indexed_ = false;
   Data data_ = Data::kRandom;
   int row_block_ = 0;
   uint32_t seed_ = 1;
@@ -139,6 +143,42 @@ std::vector<float> GemmTester::run(const Kernel& k, const PackedWeights& p, cons
   return buf;
 }
 
+// The same call through row indices: x rows stored in reverse order after two spare rows,
+// outputs written in reverse order after three untouched rows. Each token's result must be
+// bit-identical to the plain call's, and nothing else may be written.
+void GemmTester::check_indexed(const Kernel& k, const PackedWeights& p, const std::vector<uint8_t>& x, int64_t xs,
+                               const std::vector<float>& y0, const std::vector<float>& alpha,
+                               const std::vector<float>& got) const {
+  const int64_t ys = rows_ + y_pad_, ny = n_ + 3;
+  std::vector<int32_t> xi(static_cast<size_t>(n_)), yi(static_cast<size_t>(n_));
+  std::vector<uint8_t> xp(static_cast<size_t>((n_ + 2) * xs), 0xA5);
+  std::vector<float> yp(static_cast<size_t>(ny * ys + 2 * kGuard), kSentinel);
+  for (int64_t t = 0; t < n_; ++t) {
+    xi[t] = static_cast<int32_t>(n_ + 1 - t);
+    yi[t] = static_cast<int32_t>(n_ + 2 - t);
+    std::memcpy(xp.data() + xi[t] * xs, x.data() + t * xs, static_cast<size_t>(xs));
+    std::copy_n(y0.begin() + kGuard + t * ys, ys, yp.begin() + kGuard + yi[t] * ys);
+  }
+  GemmCall c;
+  c.w = p.data.get();
+  c.x = xp.data();
+  c.y = yp.data() + kGuard;
+  c.r0 = r0_ < 0 ? 0 : r0_;
+  c.r1 = r1_ < 0 ? rows_ : r1_;
+  c.n = n_;
+  c.x_stride = xs;
+  c.y_stride = ys;
+  c.alpha = alpha.data();
+  c.x_rows = xi.data();
+  c.y_rows = yi.data();
+  k.gemm(c);
+  for (int64_t e = -kGuard; e < ny * ys + kGuard; ++e) {
+    const int64_t j = e >= 0 ? e / ys : -1, t = n_ + 2 - j;
+    const float want = j >= 3 && j < ny ? got[size_t(kGuard + t * ys + e % ys)] : kSentinel;
+    ASSERT_EQ(testing::detail::bits(yp[size_t(kGuard + e)]), testing::detail::bits(want)) << "indexed, element " << e;
+  }
+}
+
 void GemmTester::Test() const {
   std::mt19937 rng(seed_ * 7919u + static_cast<uint32_t>(rows_ * 31 + cols_ + n_ * 1009));
   const int64_t r0 = r0_ < 0 ? 0 : r0_, r1 = r1_ < 0 ? rows_ : r1_;
@@ -168,6 +208,10 @@ void GemmTester::Test() const {
   const std::vector<float> scalar = run(**ref_k, *packed, x, xs, y0, alpha);
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_EQ(testing::detail::bits(got[i]), testing::detail::bits(again[i])) << "repeat run differs at " << i;
+  if (indexed_) {
+    check_indexed(**k, *packed, x, xs, y0, alpha, got);
+    check_indexed(**ref_k, *packed, x, xs, y0, alpha, scalar);
+  }
 
   // The GEMV kernel of the same level (when it exists), one call per token.
   std::vector<float> gemv(y0);
@@ -238,6 +282,11 @@ TEST_P(Gemm, StridesAndAccumulate) {
       T().cols(2048).rows(19).tokens(n).x_pad(100).y_pad(7).accumulate(acc).Test();
       T().cols(256).rows(33).tokens(n).range(2, 31).y_pad(1).accumulate(acc).Test();
     }
+}
+
+TEST_P(Gemm, RowIndices) {
+  for (bool acc : {false, true})
+    for (int64_t n : {1, 7, 20}) T().cols(512).rows(37).tokens(n).range(3, 35).y_pad(2).accumulate(acc).indexed(true).Test();
 }
 
 TEST_P(Gemm, DataKinds) {

@@ -120,28 +120,29 @@ void JitGemmBase::emit() {
   }
 }
 
-void JitGemmBase::tile_x(const Reg64& dst) {
-  mov(dst, slot_t0());
+void JitGemmBase::x_row(const Reg64& dst, const Reg64& index) {
+  Label direct;
+  mov(dst, index);
+  mov(rax, qword[rArgs + kGXRows]);
+  test(rax, rax);
+  jz(direct);
+  movsxd(dst, dword[rax + index * 4]);
+  L(direct);
   imul(dst, qword[rArgs + kGXStride]);
   add(dst, qword[rArgs + kGX]);
 }
 
-void JitGemmBase::write_tbuf(int m) {
-  // k2 = the group's rows inside [r0, r1) (R <= 16 lanes); r11 = y_t0 + first row.
-  row_mask(R_);
-  for (int t = 0; t < m; ++t) {
-    const Address row = ptr[rsp + tbuf_offset() + 4 * R_ * t];
-    if (acc_) {
-      vmovups(zmm1 | k2 | T_z, ptr[r11]);
-      vmovups(zmm0 | k2 | T_z, row);
-      vfmadd231ps(zmm1, zmm0, ptr_b[r10 + 4 * t]);
-      vmovups(ptr[r11] | k2, zmm1);
-    } else {
-      vmovups(zmm0 | k2 | T_z, row);
-      vmovups(ptr[r11] | k2, zmm0);
-    }
-    add(r11, r9);
-  }
+void JitGemmBase::y_row(int t) {
+  Label direct;
+  mov(rcx, slot_t0());
+  add(rcx, t);
+  mov(rdx, qword[rArgs + kGYRows]);
+  test(rdx, rdx);
+  jz(direct);
+  movsxd(rcx, dword[rdx + rcx * 4]);
+  L(direct);
+  imul(rcx, r9);
+  lea(r11, ptr[r8 + rcx]);
 }
 
 void JitGemmBase::row_mask(int rows) {
@@ -167,13 +168,11 @@ void JitGemmBase::row_mask(int rows) {
   dec(edx);
   andn(r11d, edx, r11d);
   kmovw(k2, r11d);
-  // r9 = bytes between output rows, r11 = y_t0 + first row, r10 = &alpha[t0].
+  // r9 = bytes between output rows, r8 = y + first row, r10 = &alpha[t0].
   mov(r9, qword[rArgs + kGYStride]);
   shl(r9, 2);
-  mov(r11, slot_t0());
-  imul(r11, r9);
-  add(r11, qword[rArgs + kGY]);
-  lea(r11, ptr[r11 + rax * 4]);
+  mov(r8, qword[rArgs + kGY]);
+  lea(r8, ptr[r8 + rax * 4]);
   if (acc_) {
     mov(r10, slot_t0());
     shl(r10, 2);
@@ -184,6 +183,7 @@ void JitGemmBase::row_mask(int rows) {
 void JitGemmBase::store_lanes(int m, const Zmm* acc, const Zmm& tmp) {
   row_mask(16);
   for (int t = 0; t < m; ++t) {
+    y_row(t);
     if (acc_) {
       vmovups(tmp | k2 | T_z, ptr[r11]);
       vfmadd231ps(tmp, acc[t], ptr_b[r10 + 4 * t]);
@@ -191,7 +191,6 @@ void JitGemmBase::store_lanes(int m, const Zmm* acc, const Zmm& tmp) {
     } else {
       vmovups(ptr[r11] | k2, acc[t]);
     }
-    add(r11, r9);
   }
 }
 

@@ -26,7 +26,7 @@ class JitGemmBase : public JitKernelBase {
 
  protected:
   static constexpr int kGX = 8, kGY = 16, kGR0 = 24, kGR1 = 32, kGN = 40, kGXStride = 48,
-                       kGYStride = 56, kGAlpha = 64;
+                       kGYStride = 56, kGAlpha = 64, kGXRows = 72, kGYRows = 80;
   const Xbyak::Reg64 rArgs = Xbyak::util::rdi, rGroup = Xbyak::util::rbx, rGroupEnd = Xbyak::util::r12;
 
   // Emits the whole kernel around prep() and body(m). Loop order: token blocks of up to
@@ -53,18 +53,17 @@ class JitGemmBase : public JitKernelBase {
   Xbyak::Address slot(int i) { return qword[rsp + scratch_ + tbuf_ + 80 + 8 * i]; }
   int64_t tbuf_offset() const { return scratch_; }
 
-  // Loads x_t0 (the tile's first activation row) into `dst`.
-  void tile_x(const Xbyak::Reg64& dst);
-  // Pair layouts: y_{t0+t}[g*R + i] (+)= tbuf[t][i] for t < m and the rows of group g inside
-  // [r0, r1), with masked vector stores. Clobbers rax, rcx, rdx, r9, r10, r11, k2, zmm0, zmm1.
-  void write_tbuf(int m);
+  // dst = x_i, the activation row of call token `index` (a register); clobbers rax.
+  void x_row(const Xbyak::Reg64& dst, const Xbyak::Reg64& index);
   // Row-per-lane layouts (16 rows a group): for t < m, lanes of acc[t] to y_{t0+t} with a
-  // k2 mask of the group's rows inside [r0, r1). Clobbers rax, rcx, rdx, r9, r10, r11, k2, tmp.
+  // k2 mask of the group's rows inside [r0, r1). Clobbers rax, rcx, rdx, r8 - r11, k2, tmp.
   void store_lanes(int m, const Xbyak::Zmm* acc, const Xbyak::Zmm& tmp);
 
   // k2 = rows of group rGroup (of `rows` rows) inside [r0, r1); r9 = y stride in bytes,
-  // r11 = &y_t0[first row of the group], r10 = &alpha[t0] (accumulate op).
+  // r8 = &y[first row of the group], r10 = &alpha[t0] (accumulate op).
   void row_mask(int rows);
+  // r11 = &y_{t0+t}[first row of the group] after row_mask; clobbers rcx, rdx.
+  void y_row(int t);
 
   KernelDesc d_;
   int N_, R_;

@@ -25,12 +25,12 @@ GemmKQuantRows::GemmKQuantRows(const KernelDesc& d)
 
 // Token by token: per super-block, eight 40-byte records (one per sub-block), N records apart.
 void GemmKQuantRows::prep() {
-  tile_x(r11);
+  mov(r8, slot_t0());
   mov(rPa, slot_act());
   mov(r9, slot_m());
   Label tok, sbl;
   L(tok);
-  mov(rdx, r11);
+  x_row(rdx, r8);
   mov(rax, rPa);
   mov(rCnt, S_);
   L(sbl);
@@ -49,7 +49,7 @@ void GemmKQuantRows::prep() {
   add(rdx, kQ8KBytes);
   dec(rCnt);
   jnz(sbl, T_NEAR);
-  add(r11, qword[rArgs + kGXStride]);
+  inc(r8);
   add(rPa, kRec);
   dec(r9);
   jnz(tok, T_NEAR);

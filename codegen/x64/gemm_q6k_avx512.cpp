@@ -50,13 +50,13 @@ class GemmQ6K : public JitGemmBase {
 };
 
 void GemmQ6K::prep() {
-  tile_x(r11);
+  mov(r11, slot_t0());
   mov(rPa, slot_act());
   mov(r9, slot_m());
   vpxord(zmm7, zmm7, zmm7);
   Label tok, blk;
   L(tok);
-  mov(rdx, r11);
+  x_row(rdx, r11);
   mov(rax, rPa);
   mov(r10, S_);
   L(blk);
@@ -74,7 +74,7 @@ void GemmQ6K::prep() {
   add(rax, kTokens * kActBytes);
   dec(r10);
   jnz(blk, T_NEAR);
-  add(r11, qword[rArgs + kGXStride]);
+  inc(r11);
   add(rPa, kActBytes);
   dec(r9);
   jnz(tok, T_NEAR);

@@ -51,12 +51,12 @@ void GemmQ80::prep() {
   mov(ecx, 0x80808080);
   vpbroadcastd(ymm2, ecx);
   vpxord(ymm3, ymm3, ymm3);
-  tile_x(r11);
+  mov(r8, slot_t0());
   mov(rPa, slot_act());
   mov(r9, slot_m());
   Label tok, blk;
   L(tok);
-  mov(rdx, r11);
+  x_row(rdx, r8);
   mov(rax, rPa);
   mov(rCnt, nb_);
   L(blk);
@@ -82,7 +82,7 @@ void GemmQ80::prep() {
   add(rax, kTokens * kActBytes);
   dec(rCnt);
   jnz(blk, T_NEAR);
-  add(r11, qword[rArgs + kGXStride]);
+  inc(r8);
   add(rPa, kActBytes);
   dec(r9);
   jnz(tok, T_NEAR);
