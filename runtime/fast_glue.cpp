@@ -27,10 +27,12 @@ bool desc_for(const ir::Node& n, const ir::Graph& g, isa::IsaLevel l, GlueCpu cp
       if (g.values[static_cast<size_t>(n.outputs[0])].type != GgmlType::Q8_K) return false;
       *d = glue_rms_norm_desc(n0, n.attr_float("eps"), true, n.outputs.size() > 1, GlueQuant::kQ8K, l, cpu);
       return true;
-    case ir::OpKind::Quantize:
-      if (g.values[static_cast<size_t>(n.outputs[0])].type != GgmlType::Q8_K) return false;
-      *d = glue_quantize_desc(n0, GlueQuant::kQ8K, l, cpu);
+    case ir::OpKind::Quantize: {
+      const GgmlType out = g.values[static_cast<size_t>(n.outputs[0])].type;
+      if (out != GgmlType::Q8_K && out != GgmlType::Q8_0) return false;
+      *d = glue_quantize_desc(n0, out == GgmlType::Q8_K ? GlueQuant::kQ8K : GlueQuant::kQ80, l, cpu);
       return true;
+    }
     case ir::OpKind::SwiGlu: *d = glue_swiglu_desc(n0, true, GlueQuant::kNone, l, cpu); return true;
     case ir::OpKind::Add: *d = glue_add_desc(n0, l, cpu); return true;
     case ir::OpKind::WeightedSum:
