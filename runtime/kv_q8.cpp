@@ -20,9 +20,11 @@ void widen_blocks_scalar(const BlockQ8_0* b, float* y, int64_t nb) {
 // Compiled for AVX-512 whatever the build flags; only called when the ISA model says the host
 // has it. Same arithmetic as the scalar loop: code widened exactly, one rounding in the product.
 // GCC 12 flags the `_mm512_undefined_*` passthrough inside the conversion intrinsics as
-// maybe-uninitialised (a false positive: the mask is all ones), hence the pragma.
+// maybe-uninitialised, and the shuffle intrinsics as uninitialised (false positives: the mask is
+// all ones), hence the pragmas.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 __attribute__((target("avx512f,avx512bw"))) void widen_blocks_avx512(const BlockQ8_0* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQK) {
     const __m512 d = _mm512_set1_ps(ref::fp16_to_fp32(b[i].d));
@@ -33,36 +35,81 @@ __attribute__((target("avx512f,avx512bw"))) void widen_blocks_avx512(const Block
   }
 }
 
+// The block's F16 scale in every lane (vcvtph2ps: exact, as ref::fp16_to_fp32).
+__attribute__((target("avx512f,avx512bw"))) inline __m512 block_scale(const BlockQ8_0* b) {
+  return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(b->d)));
+}
+
 // One Q8_0 block as 32 floats in two registers: codes widened exactly, times the scale.
 __attribute__((target("avx512f,avx512bw"))) inline void load_block(const BlockQ8_0* b, __m512* v0, __m512* v1) {
-  const __m512 d = _mm512_set1_ps(ref::fp16_to_fp32(b->d));
+  const __m512 d = block_scale(b);
   const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
   const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + 16));
   *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d);
   *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d);
 }
 
-// G query rows against every cache row: each block is widened once and used by G dot
-// products held in registers.
+// The sums of 16 vectors at once: lane 4k + m of the result is the sum of a[4m + k]. A tree of
+// two-source shuffles (halves, quarters, pairs, lanes) instead of 16 separate reductions.
+__attribute__((target("avx512f,avx512bw"))) inline __m512 sum16(const __m512* a) {
+  __m512 t[8], u[4], v[2];
+  for (int i = 0; i < 8; ++i)
+    t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int i = 0; i < 4; ++i)
+    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  for (int i = 0; i < 2; ++i) {
+    const __m512d x = _mm512_castps_pd(u[2 * i]), y = _mm512_castps_pd(u[2 * i + 1]);
+    v[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// G query rows against R cache rows at a time (G x R dot products in registers): each block is
+// widened once for G rows, each query vector loaded once for R cache rows.
+template <int G, int R>
+__attribute__((target("avx512f,avx512bw"))) void scores_tile(const float* q, int64_t width, const uint8_t* rows,
+                                                            int64_t row_bytes, int64_t j, float* s, int64_t ld_s) {
+  static_assert(G * R <= 16, "accumulators must fit the register file");
+  const int64_t nb = width / kQK;
+  const BlockQ8_0* blk[R];
+  for (int r = 0; r < R; ++r) blk[r] = reinterpret_cast<const BlockQ8_0*>(rows + (j + r) * row_bytes);
+  __m512 acc[16];
+  for (int a = 0; a < G * R; ++a) acc[a] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512 v0[R], v1[R];
+    for (int r = 0; r < R; ++r) load_block(blk[r] + b, &v0[r], &v1[r]);
+    for (int g = 0; g < G; ++g) {
+      const __m512 q0 = _mm512_loadu_ps(q + g * width + b * kQK), q1 = _mm512_loadu_ps(q + g * width + b * kQK + 16);
+      for (int r = 0; r < R; ++r) {
+        acc[g * R + r] = _mm512_fmadd_ps(v0[r], q0, acc[g * R + r]);
+        acc[g * R + r] = _mm512_fmadd_ps(v1[r], q1, acc[g * R + r]);
+      }
+    }
+  }
+  if constexpr (G * R == 16) {
+    alignas(64) float sums[16];
+    _mm512_store_ps(sums, sum16(acc));
+    for (int a = 0; a < 16; ++a) s[(a / R) * ld_s + j + a % R] = sums[4 * (a % 4) + a / 4];
+  } else {
+    for (int a = 0; a < G * R; ++a) s[(a / R) * ld_s + j + a % R] = _mm512_reduce_add_ps(acc[a]);
+  }
+}
+
+// G query rows against every cache row: 16 rows one cache row at a time (each block widened
+// once for all 16), fewer two cache rows at a time (each query vector loaded once for both).
 template <int G>
 __attribute__((target("avx512f,avx512bw"))) void scores_group(const float* q, int64_t width, const uint8_t* rows,
                                                              int64_t row_bytes, int64_t n_rows, float* s,
                                                              int64_t ld_s) {
-  const int64_t nb = width / kQK;
-  for (int64_t j = 0; j < n_rows; ++j) {
-    const auto* blk = reinterpret_cast<const BlockQ8_0*>(rows + j * row_bytes);
-    __m512 acc[G];
-    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      __m512 v0, v1;
-      load_block(blk + b, &v0, &v1);
-      for (int g = 0; g < G; ++g) {
-        const float* qg = q + g * width + b * kQK;
-        acc[g] = _mm512_fmadd_ps(v0, _mm512_loadu_ps(qg), acc[g]);
-        acc[g] = _mm512_fmadd_ps(v1, _mm512_loadu_ps(qg + 16), acc[g]);
-      }
-    }
-    for (int g = 0; g < G; ++g) s[g * ld_s + j] = _mm512_reduce_add_ps(acc[g]);
+  if constexpr (G == 16) {
+    for (int64_t j = 0; j < n_rows; ++j) scores_tile<16, 1>(q, width, rows, row_bytes, j, s, ld_s);
+  } else {
+    int64_t j = 0;
+    for (; j + 2 <= n_rows; j += 2) scores_tile<G, 2>(q, width, rows, row_bytes, j, s, ld_s);
+    if (j < n_rows) scores_tile<G, 1>(q, width, rows, row_bytes, j, s, ld_s);
   }
 }
 
@@ -92,12 +139,13 @@ __attribute__((target("avx512f,avx512bw"))) void values_group(const float* p, in
 }
 #pragma GCC diagnostic pop
 
-constexpr int kGroup = 8;  // query rows per pass: 8 accumulators (scores), 16 (values)
+constexpr int kGroup = 8;  // query rows per pass: 16 accumulators (scores 8 x 2 rows, values 8 x 2 vectors)
 
-// Runs fn<G> over the m rows in groups of kGroup, the remainder with its own G.
-template <template <int> class Fn, typename... A>
+// Runs fn<G> over the m rows in groups of Big, then of kGroup, the remainder with its own G.
+template <template <int> class Fn, int Big = kGroup, typename... A>
 void by_groups(int64_t m, A... a) {
   int64_t h = 0;
+  for (; h + Big <= m; h += Big) Fn<Big>::run(h, a...);
   for (; h + kGroup <= m; h += kGroup) Fn<kGroup>::run(h, a...);
   switch (m - h) {
     case 1: Fn<1>::run(h, a...); break;
@@ -143,7 +191,7 @@ void kv_q8_0_widen_rows(const uint8_t* src, int64_t row_bytes, int64_t rows, int
 
 void kv_q8_0_scores_avx512(const float* q, int64_t m, const uint8_t* rows, int64_t row_bytes, int64_t n_rows,
                            int64_t width, float* s, int64_t ld_s) {
-  by_groups<ScoresFn>(m, q, width, rows, row_bytes, n_rows, s, ld_s);
+  by_groups<ScoresFn, 16>(m, q, width, rows, row_bytes, n_rows, s, ld_s);
 }
 
 void kv_q8_0_values_avx512(const float* p, int64_t ld_p, int64_t m, const uint8_t* rows, int64_t row_bytes,
