@@ -86,6 +86,22 @@ bool fuse_residual(Graph& g, const UseInfo& u, int a, std::vector<char>& dead) {
   return false;
 }
 
+// Rewrites weighted_sum(matmul_id(w, x, ids), weights) at weighted_sum node `s` when nothing
+// else reads the per-slot products.
+bool fuse_moe_sum(Graph& g, const UseInfo& u, int s, std::vector<char>& dead) {
+  Node& sn = g.nodes[static_cast<size_t>(s)];
+  const int y = sn.inputs[0];
+  const int m = u.producer[static_cast<size_t>(y)];
+  if (m < 0 || dead[static_cast<size_t>(m)] || u.uses[static_cast<size_t>(y)] != 1 ||
+      g.nodes[static_cast<size_t>(m)].op != OpKind::MatMulId)
+    return false;
+  const Node& mn = g.nodes[static_cast<size_t>(m)];
+  sn.op = OpKind::MatMulIdSum;
+  sn.inputs = {mn.inputs[0], mn.inputs[1], mn.inputs[2], sn.inputs[1]};
+  dead[static_cast<size_t>(m)] = 1;
+  return true;
+}
+
 // Rewrites quantize(rms_norm(x, w)) at quantize node `q`: the norm keeps its f32 output only
 // when something but the quantize reads it.
 bool fuse_norm_quantize(Graph& g, const UseInfo& u, int q, const PipelineOptions& opt, std::vector<char>& dead) {
@@ -156,6 +172,11 @@ Status fuse(Graph& g, const PipelineOptions& opt) {
     const UseInfo u = use_info(g);  // gate/up rewrites do not touch adds or their matmuls
     for (size_t k = 0; k < g.nodes.size(); ++k)
       if (g.nodes[k].op == OpKind::Add) changed |= fuse_residual(g, u, static_cast<int>(k), dead);
+  }
+  if (opt.fuse_moe_sum) {
+    const UseInfo u = use_info(g);
+    for (size_t k = 0; k < g.nodes.size(); ++k)
+      if (g.nodes[k].op == OpKind::WeightedSum && !dead[k]) changed |= fuse_moe_sum(g, u, static_cast<int>(k), dead);
   }
   if (!changed) return Status::ok();
   compact(g, dead);

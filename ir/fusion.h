@@ -8,6 +8,9 @@
 //   3. quantize(rms_norm(x, w)) becomes rms_norm_quantize(x, w) when
 //      PipelineOptions::norm_quantize_kernel accepts the format (keeping the f32 norm output
 //      when anything else reads it, e.g. the router of a MoE layer).
+//   4. weighted_sum(matmul_id(w, x, ids), weights) becomes matmul_id_sum(w, x, ids, weights)
+//      when PipelineOptions::fuse_moe_sum is set: each slot's product accumulates into its
+//      token's row times its router weight, with no per-slot intermediate.
 // Intermediate values the rewrites make unused are removed; the result is verified.
 #pragma once
 

@@ -28,6 +28,7 @@ constexpr OpEntry kOps[] = {
     {OpKind::Add, "add"},
     {OpKind::GateUpSwiGlu, "gate_up_swiglu"},
     {OpKind::MatMulAdd, "matmul_add"},
+    {OpKind::MatMulIdSum, "matmul_id_sum"},
     {OpKind::RmsNormQuantize, "rms_norm_quantize"},
 };
 

@@ -61,9 +61,12 @@ struct Value {
 //   matmul_add(w {K,N}, x {K,..}, acc f32 {N,..})       -> f32 {N,..}: acc + matmul(w, x)
 //   rms_norm_quantize(x {N,..}, w f32 {N}) eps          -> q [, y]: y = rms_norm(x, w),
 //        q = quantize(y) in q's format; y only when something else reads it
+//   matmul_id_sum(w {K,N,E}, x, ids i32 {k,T}, weights f32 {k,T}) -> f32 {N,T}:
+//        weighted_sum(matmul_id(w, x, ids), weights)
 enum class OpKind : uint8_t {
   Embed, RmsNorm, Quantize, MatMul, MatMulId, Reshape, Slice, Rope, MlaAttention,
   MhaAttention, Router, SwiGlu, WeightedSum, Add, GateUpSwiGlu, MatMulAdd, RmsNormQuantize,
+  MatMulIdSum,
 };
 const char* op_name(OpKind op);
 bool op_from_name(std::string_view name, OpKind* out);

@@ -3,7 +3,7 @@
 namespace zenmoe::ir {
 
 bool is_weight_product(const Node& n) {
-  return n.op == OpKind::MatMul || n.op == OpKind::MatMulAdd || n.op == OpKind::MatMulId ||
+  return n.op == OpKind::MatMul || n.op == OpKind::MatMulAdd || n.op == OpKind::MatMulId || n.op == OpKind::MatMulIdSum ||
          n.op == OpKind::GateUpSwiGlu;
 }
 

@@ -35,6 +35,8 @@ struct PipelineOptions {
   std::function<bool(GgmlType out)> norm_quantize_kernel;
   // fusion: fold residual adds into matmul accumulate epilogues (matmul_add).
   bool fuse_residual = false;
+  // fusion: fold the routed experts' weighted sum into their down projection (matmul_id_sum).
+  bool fuse_moe_sum = false;
   // partition, tiling: the kernel row geometry of a weight (null: both passes do nothing).
   std::function<KernelRows(GgmlType weight, int64_t K)> kernel_rows;
   // partition: threads the plan is laid out for (0: not recorded).

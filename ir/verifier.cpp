@@ -83,6 +83,7 @@ class NodeChecker {
   bool weighted_sum();
   bool gate_up_swiglu();
   bool matmul_add();
+  bool matmul_id_sum();
   bool rms_norm_quantize();
 
   const Graph& g_;
@@ -107,6 +108,7 @@ bool NodeChecker::check() {
     case OpKind::WeightedSum: return weighted_sum();
     case OpKind::GateUpSwiGlu: return gate_up_swiglu();
     case OpKind::MatMulAdd: return matmul_add();
+    case OpKind::MatMulIdSum: return matmul_id_sum();
     case OpKind::RmsNormQuantize: return rms_norm_quantize();
   }
   return fail("unknown op");
@@ -165,7 +167,8 @@ bool NodeChecker::matmul() {
 }
 
 bool NodeChecker::matmul_id() {
-  if (!arity(3, 3, 1) || !check_activation(*this, in(0), in(1)) || !rank_is(in(0), 3) ||
+  if (!arity(n_.op == OpKind::MatMulIdSum ? 4 : 3, n_.op == OpKind::MatMulIdSum ? 4 : 3, 1) ||
+      !check_activation(*this, in(0), in(1)) || !rank_is(in(0), 3) ||
       !type_is(in(2), GgmlType::I32) || !rank_is(in(2), 2))
     return false;
   const Shape& w = in(0).shape;
@@ -176,8 +179,13 @@ bool NodeChecker::matmul_id() {
   if (!x_ok || x[0] != w[0])
     return fail("%" + in(1).name + " " + shape_str(x) + " does not fit %" + in(0).name + " " +
                 shape_str(w) + " and ids " + shape_str(ids));
+  if (n_.op == OpKind::MatMulIdSum)
+    return type_is(in(3), GgmlType::F32) && shape_is(in(3), ids) && type_is(out(0), GgmlType::F32) &&
+           shape_is(out(0), {w[1], ids[1]});
   return type_is(out(0), GgmlType::F32) && shape_is(out(0), {w[1], ids[0], ids[1]});
 }
+
+bool NodeChecker::matmul_id_sum() { return matmul_id(); }
 
 bool NodeChecker::reshape() {
   if (!arity(1, 1, 1) || !type_is(out(0), in(0).type)) return false;
@@ -344,7 +352,7 @@ bool weight_role_ok(const std::string& full, OpKind op, size_t slot) {
     return (op == OpKind::Embed && slot == 0) || (op == OpKind::MatMul && slot == 0);
   if (ends("_norm.weight")) return (op == OpKind::RmsNorm || op == OpKind::RmsNormQuantize) && slot == 1;
   if (name == "exp_probs_b.bias") return op == OpKind::Router && slot == 1;
-  if (ends("_exps.weight")) return op == OpKind::MatMulId && slot == 0;
+  if (ends("_exps.weight")) return (op == OpKind::MatMulId || op == OpKind::MatMulIdSum) && slot == 0;
   if (op == OpKind::GateUpSwiGlu) return slot < 2;
   return (op == OpKind::MatMul || op == OpKind::MatMulAdd) && slot == 0;
 }

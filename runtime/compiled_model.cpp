@@ -88,6 +88,9 @@ ir::PipelineOptions pipeline_options(isa::Target target, int threads) {
   o.l3_bytes = caches.l3;
   // Residual adds become accumulating GEMV/GEMM calls; every format with a kernel has both.
   o.fuse_residual = true;
+  // The routed experts' down projection accumulates each slot times its router weight into
+  // the token's row (accumulating GEMV/GEMM calls with per-token factors).
+  o.fuse_moe_sum = true;
   // rms_norm + Q8_K quantisation is one generated glue kernel (the reference path otherwise).
   o.norm_quantize_kernel = [](GgmlType out) { return out == GgmlType::Q8_K; };
   o.max_tokens = kDefaultMaxBatch;
@@ -120,7 +123,8 @@ std::vector<PackRequest> pack_requests(const ir::Graph& g, isa::Target target) {
       if (fill_layout(r, target)) out.push_back(std::move(r));
       continue;
     }
-    if (n.op != ir::OpKind::MatMul && n.op != ir::OpKind::MatMulId && n.op != ir::OpKind::MatMulAdd) continue;
+    if (n.op != ir::OpKind::MatMul && n.op != ir::OpKind::MatMulId && n.op != ir::OpKind::MatMulAdd &&
+        n.op != ir::OpKind::MatMulIdSum) continue;
     const int wid = n.inputs[0];
     if (!seen.insert(wid).second) continue;
     const ir::Value& w = g.values[static_cast<size_t>(wid)];

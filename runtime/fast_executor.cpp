@@ -193,7 +193,8 @@ Status Impl::build_steps() {
       s.kind = StepKind::GateUp;
       dispatch_.push_back(gate_up_pack_name(n, g) + ": " + (*m)->kernel_name());
       s.gate_up = std::move(*m);
-    } else if (n.op == ir::OpKind::MatMul || n.op == ir::OpKind::MatMulId || n.op == ir::OpKind::MatMulAdd) {
+    } else if (n.op == ir::OpKind::MatMul || n.op == ir::OpKind::MatMulId || n.op == ir::OpKind::MatMulAdd ||
+             n.op == ir::OpKind::MatMulIdSum) {
       auto m = MatOp::create(n, g, *cm_, tiles);
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::Mat;
@@ -311,7 +312,8 @@ Status Impl::run_step(Step& s, int64_t T) {
     case StepKind::Mat:
       if (s.node->op == ir::OpKind::MatMulAdd && s.out[0]->data != s.in[2]->cdata)  // not planned in place
         std::memcpy(s.out[0]->data, s.in[2]->cdata, static_cast<size_t>(s.out[0]->numel()) * sizeof(float));
-      ZENMOE_RETURN_IF_ERROR(s.mat->prepare(s.node->op == ir::OpKind::MatMulId ? s.in[2] : nullptr, *s.in[1]));
+      ZENMOE_RETURN_IF_ERROR(s.mat->prepare(s.in.size() > 2 && s.node->op != ir::OpKind::MatMulAdd ? s.in[2] : nullptr,
+                                            s.node->op == ir::OpKind::MatMulIdSum ? s.in[3] : nullptr, *s.in[1]));
       pool_->run([&](int tid) { s.mat->run(tid, nth, *s.in[1], *s.out[0]); });
       return Status::ok();
     case StepKind::Mla:

@@ -16,8 +16,10 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
                                                const TileBudget& tiles) {
   std::unique_ptr<MatOp> op(new MatOp());
   const ir::Value& w = g.values[static_cast<size_t>(n.inputs[0])];
-  op->by_expert_ = n.op == ir::OpKind::MatMulId;
+  op->by_expert_ = n.op == ir::OpKind::MatMulId || n.op == ir::OpKind::MatMulIdSum;
   op->accumulate_ = n.op == ir::OpKind::MatMulAdd;  // y already holds the accumulator
+  op->sum_ = n.op == ir::OpKind::MatMulIdSum;
+  const bool acc_kernel = op->accumulate_ || op->sum_;
   op->K_ = w.shape[0];
   op->N_ = w.shape[1];
   op->n_mats_ = w.shape.size() == 3 ? w.shape[2] : 1;
@@ -31,7 +33,7 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
   if (pit != cm.packed.end()) {
     op->packed_ = &pit->second;
     KernelDesc d = default_gemv_desc(pit->second.req.packed, static_cast<int32_t>(op->K_), cm.target,
-                                     op->accumulate_ ? KernelOp::kGemvAccumulate : KernelOp::kGemv);
+                                     acc_kernel ? KernelOp::kGemvAccumulate : KernelOp::kGemv);
     // The packed layout fixed the row block and the level whose kernel exists for the format.
     d.row_block = static_cast<uint16_t>(pit->second.req.row_block);
     isa::IsaLevel best = isa::IsaLevel::kScalar;
@@ -47,7 +49,7 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
     for (isa::IsaLevel l : implemented_gemm_levels(d.weight)) {
       if (l > cm.target.level || !isa::host_supports(l) || l == isa::IsaLevel::kScalar) continue;
       KernelDesc gd = default_gemm_desc(d.weight, d.cols, {l, cm.target.tuning},
-                                        op->accumulate_ ? KernelOp::kGemmAccumulate : KernelOp::kGemm);
+                                        acc_kernel ? KernelOp::kGemmAccumulate : KernelOp::kGemm);
       if (gd.row_block != d.row_block) continue;
       auto gk = global_registry().get(gd);
       if (gk) {
@@ -76,7 +78,7 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
   return op;
 }
 
-Status MatOp::prepare(const Tensor* ids, const Tensor& x) {
+Status MatOp::prepare(const Tensor* ids, const Tensor* weights, const Tensor& x) {
   if (accumulate_ && ones_.size() < static_cast<size_t>(x.rows())) ones_.assign(static_cast<size_t>(x.rows()), 1.0f);
   if (!by_expert_) return Status::ok();
   const int64_t slots = ids->numel();
@@ -91,6 +93,15 @@ Status MatOp::prepare(const Tensor* ids, const Tensor& x) {
   std::vector<int64_t> fill(expert_begin_.begin(), expert_begin_.end() - 1);
   for (int64_t s = 0; s < slots; ++s)
     slot_order_[static_cast<size_t>(fill[static_cast<size_t>(ids->ci32()[s])]++)] = static_cast<int32_t>(s);
+  if (sum_) {
+    slot_weight_.resize(static_cast<size_t>(slots));
+    token_rows_.resize(static_cast<size_t>(slots));
+    for (int64_t i = 0; i < slots; ++i) {
+      const int32_t slot = slot_order_[static_cast<size_t>(i)];
+      slot_weight_[static_cast<size_t>(i)] = weights->cf32()[slot];
+      token_rows_[static_cast<size_t>(i)] = slot / static_cast<int32_t>(k_used_);
+    }
+  }
   batched_ = gemm_ != nullptr && slots > k_used_;  // a batch: experts see several rows
   if (batched_) {
     x_rows_.resize(static_cast<size_t>(slots));
@@ -125,13 +136,14 @@ void MatOp::run_experts_gemm(int tid, int nth, const Tensor& x, Tensor& y) const
     c.x_rows = x_rows_.data() + s0;
     c.y = y.f32();
     c.y_stride = N_;
-    c.y_rows = slot_order_.data() + s0;
+    c.y_rows = (sum_ ? token_rows_ : slot_order_).data() + s0;
+    if (sum_) c.alpha = slot_weight_.data() + s0;
     c.n = s1 - s0;
     for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) gemm(e, t0, std::min(rr.end, t0 + tile_rows_), c);
   }
 }
 
-void MatOp::rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y) const {
+void MatOp::rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y, float alpha) const {
   if (kernel_) {
     GemvCall c;
     c.w = packed_->mat(mat);
@@ -139,11 +151,22 @@ void MatOp::rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y
     c.y = y;
     c.r0 = r0;
     c.r1 = r1;
+    c.alpha = alpha;
     (*kernel_)(c);
     return;
   }
   const uint8_t* w = raw_ + static_cast<uint64_t>(mat) * static_cast<uint64_t>(N_ * raw_row_);
-  for (int64_t r = r0; r < r1; ++r) y[r] = (accumulate_ ? y[r] : 0.0f) + ref::vec_dot_row(raw_type_, w + r * raw_row_, x, K_);
+  for (int64_t r = r0; r < r1; ++r) {
+    const float dot = ref::vec_dot_row(raw_type_, w + r * raw_row_, x, K_);
+    y[r] = accumulate_ || sum_ ? y[r] + alpha * dot : dot;
+  }
+}
+
+void MatOp::zero_rows(int tid, int nth, Tensor& y) const {
+  const Range rr = split_range(N_, nth, tid, row_block_);
+  if (rr.begin >= rr.end) return;
+  for (int64_t t = 0; t < y.rows(); ++t)
+    std::fill(y.f32() + t * N_ + rr.begin, y.f32() + t * N_ + rr.end, 0.0f);
 }
 
 // Column c of x multiplies matrix c % n_mats (one matrix, or one per head of a 3-D weight).
@@ -181,13 +204,17 @@ void MatOp::run_experts(int tid, int nth, const Tensor& x, Tensor& y) const {
       for (int64_t i = s0; i < s1; ++i) {
         const int64_t slot = slot_order_[static_cast<size_t>(i)];
         const int64_t xr = per_slot_x_ ? slot : slot / k_used_;
-        rows(e, t0, t1, x.cdata + xr * xrb, y.f32() + slot * N_);
+        if (sum_)
+          rows(e, t0, t1, x.cdata + xr * xrb, y.f32() + slot / k_used_ * N_, slot_weight_[static_cast<size_t>(i)]);
+        else
+          rows(e, t0, t1, x.cdata + xr * xrb, y.f32() + slot * N_);
       }
     }
   }
 }
 
 void MatOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
+  if (sum_) zero_rows(tid, nth, y);
   if (by_expert_ && batched_)
     run_experts_gemm(tid, nth, x, y);
   else if (by_expert_)

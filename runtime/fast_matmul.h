@@ -24,19 +24,23 @@ struct TileBudget {
 
 class MatOp {
  public:
-  // Node: matmul(w, x), matmul_add(w, x, acc) (y must hold acc) or matmul_id(w, x, ids).
+  // Node: matmul(w, x), matmul_add(w, x, acc) (y must hold acc), matmul_id(w, x, ids) or
+  // matmul_id_sum(w, x, ids, weights).
   static Expected<std::unique_ptr<MatOp>> create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
                                                  const TileBudget& tiles);
   // Serial part before the threads start: matmul_id groups its slots by expert and, for a
-  // batch on the GEMM kernel, lists each slot's activation row in that order.
-  Status prepare(const refexec::Tensor* ids, const refexec::Tensor& x);
+  // batch on the GEMM kernel, lists each slot's activation row in that order; matmul_id_sum
+  // also lists each slot's router weight and token row.
+  Status prepare(const refexec::Tensor* ids, const refexec::Tensor* weights, const refexec::Tensor& x);
   // Thread `tid` of `nth` computes its share of y.
   void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   // "gemv_q4k_q8k_f32_8r__avx512vnni_zen4" or "reference q5_K" (dispatch log, profiles).
   const std::string& kernel_name() const { return kernel_name_; }
 
  private:
-  void rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y) const;
+  void rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y, float alpha = 1.0f) const;
+  // matmul_id_sum: zeroes this thread's rows of every token before the slots accumulate.
+  void zero_rows(int tid, int nth, refexec::Tensor& y) const;
   void run_dense(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void run_experts(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void run_experts_gemm(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
@@ -44,6 +48,7 @@ class MatOp {
 
   bool by_expert_ = false;
   bool accumulate_ = false;  // matmul_add: y += W x (the executor put the accumulator in y)
+  bool sum_ = false;         // matmul_id_sum: y[token] += weight * W_e x for each of its slots
   std::vector<float> ones_;  // GEMM-accumulate factors (1 per token)
   int64_t K_ = 0, N_ = 0, n_mats_ = 1, row_block_ = 1, tile_rows_ = 1;
   const PackedMats* packed_ = nullptr;
@@ -63,6 +68,9 @@ class MatOp {
   // and writes the slots' rows in place through these indices.
   bool batched_ = false;
   std::vector<int32_t> x_rows_;
+  // matmul_id_sum, per slot in slot_order_: its router weight and its token's output row.
+  std::vector<float> slot_weight_;
+  std::vector<int32_t> token_rows_;
 };
 
 }  // namespace zenmoe

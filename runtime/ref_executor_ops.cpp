@@ -235,6 +235,19 @@ void weighted_sum(const Tensor& y, const Tensor& w, Tensor& out) {
   }
 }
 
+// The unfused sequence: the per-slot products in a scratch tensor, then their weighted sum.
+Status matmul_id_sum(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& weights, Tensor& y) {
+  std::vector<float> buf(static_cast<size_t>(w.ne[1] * ids.numel()));
+  Tensor slots;
+  slots.type = GgmlType::F32;
+  slots.ne = {w.ne[1], ids.ne[0], ids.ne[1]};
+  slots.data = reinterpret_cast<uint8_t*>(buf.data());
+  slots.cdata = slots.data;
+  ZENMOE_RETURN_IF_ERROR(matmul_id(w, x, ids, slots));
+  weighted_sum(slots, weights, y);
+  return Status::ok();
+}
+
 }  // namespace
 
 ref::RopeParams rope_params(const ir::Node& n) {
@@ -272,6 +285,7 @@ Status run_node(const Node& n, std::span<Tensor* const> in, std::span<Tensor* co
     case OpKind::GateUpSwiGlu: gate_up_swiglu(*in[0], *in[1], *in[2], y); break;
     case OpKind::MatMulAdd: matmul_add(*in[0], *in[1], *in[2], y); break;
     case OpKind::RmsNormQuantize: rms_norm_quantize(n, *in[0], *in[1], out); break;
+    case OpKind::MatMulIdSum: return matmul_id_sum(*in[0], *in[1], *in[2], *in[3], y);
   }
   return Status::ok();
 }
