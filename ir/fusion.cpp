@@ -36,11 +36,13 @@ UseInfo use_info(const Graph& g) {
 
 const Value& val(const Graph& g, int id) { return g.values[static_cast<size_t>(id)]; }
 
-// The node producing `id` when it is a plain 2-D matmul read by nothing else, else -1.
-int sole_matmul(const Graph& g, const UseInfo& u, int id) {
+// The node producing `id` when it is a plain 2-D matmul (or, with `routed`, a matmul_id over
+// one activation row per token) read by nothing else, else -1.
+int sole_matmul(const Graph& g, const UseInfo& u, int id, bool routed = false) {
   const int p = u.producer[static_cast<size_t>(id)];
   if (p < 0 || u.uses[static_cast<size_t>(id)] != 1) return -1;
   const Node& n = g.nodes[static_cast<size_t>(p)];
+  if (routed) return n.op == OpKind::MatMulId && val(g, n.inputs[1]).shape.size() == 2 ? p : -1;
   if (n.op != OpKind::MatMul || val(g, n.inputs[0]).shape.size() != 2) return -1;
   return p;
 }
@@ -53,16 +55,20 @@ bool fuse_gate_up(Graph& g, const UseInfo& u, int q, const PipelineOptions& opt,
   if (s < 0 || u.uses[static_cast<size_t>(act)] != 1 || g.nodes[static_cast<size_t>(s)].op != OpKind::SwiGlu)
     return false;
   const Node& sn = g.nodes[static_cast<size_t>(s)];
-  const int gate = sole_matmul(g, u, sn.inputs[0]), up = sole_matmul(g, u, sn.inputs[1]);
+  const bool routed = u.producer[static_cast<size_t>(sn.inputs[0])] >= 0 &&
+                      g.nodes[static_cast<size_t>(u.producer[static_cast<size_t>(sn.inputs[0])])].op == OpKind::MatMulId;
+  const int gate = sole_matmul(g, u, sn.inputs[0], routed), up = sole_matmul(g, u, sn.inputs[1], routed);
   if (gate < 0 || up < 0) return false;
   const Node& gn = g.nodes[static_cast<size_t>(gate)];
   const Node& un = g.nodes[static_cast<size_t>(up)];
   const Value& wg = val(g, gn.inputs[0]);
   const Value& wu = val(g, un.inputs[0]);
   if (gn.inputs[1] != un.inputs[1] || wg.type != wu.type || wg.shape != wu.shape) return false;
+  if (routed && gn.inputs[2] != un.inputs[2]) return false;  // the same experts for gate and up
   if (!opt.gate_up_kernel(wg.type, wg.shape[0], wg.shape[1], val(g, qn.outputs[0]).type)) return false;
-  qn.op = OpKind::GateUpSwiGlu;
+  qn.op = routed ? OpKind::GateUpSwiGluId : OpKind::GateUpSwiGlu;
   qn.inputs = {gn.inputs[0], un.inputs[0], gn.inputs[1]};
+  if (routed) qn.inputs.push_back(gn.inputs[2]);
   qn.attrs.clear();
   dead[static_cast<size_t>(gate)] = dead[static_cast<size_t>(up)] = dead[static_cast<size_t>(s)] = 1;
   return true;

@@ -1,7 +1,9 @@
 // Fusion pass: rewrites op sequences into the fused ops the executors run as one kernel.
 //   1. matmul(w_gate, x), matmul(w_up, x) -> swiglu -> quantize  becomes
 //      gate_up_swiglu(w_gate, w_up, x) when PipelineOptions::gate_up_kernel accepts the shape
-//      (dense FFN and shared experts; the result is the down projection's activation).
+//      (dense FFN and shared experts; the result is the down projection's activation); the
+//      same with matmul_id(w_gate, x, ids), matmul_id(w_up, x, ids) becomes
+//      gate_up_swiglu_id(w_gate, w_up, x, ids) (routed experts).
 //   2. add(acc, matmul(w, x)) with a 2-D weight becomes matmul_add(w, x, acc) when
 //      PipelineOptions::fuse_residual is set and acc is dead after the add, so the product
 //      accumulates into acc's bytes (the memory plan gives both one arena slot).

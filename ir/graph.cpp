@@ -29,6 +29,7 @@ constexpr OpEntry kOps[] = {
     {OpKind::GateUpSwiGlu, "gate_up_swiglu"},
     {OpKind::MatMulAdd, "matmul_add"},
     {OpKind::MatMulIdSum, "matmul_id_sum"},
+    {OpKind::GateUpSwiGluId, "gate_up_swiglu_id"},
     {OpKind::RmsNormQuantize, "rms_norm_quantize"},
 };
 

@@ -63,10 +63,12 @@ struct Value {
 //        q = quantize(y) in q's format; y only when something else reads it
 //   matmul_id_sum(w {K,N,E}, x, ids i32 {k,T}, weights f32 {k,T}) -> f32 {N,T}:
 //        weighted_sum(matmul_id(w, x, ids), weights)
+//   gate_up_swiglu_id(w_gate {K,F,E}, w_up {K,F,E}, x {K,T}, ids i32 {k,T}) -> {F,k,T} in the
+//        output's format: quantize(swiglu(matmul_id(w_gate, x, ids), matmul_id(w_up, x, ids)))
 enum class OpKind : uint8_t {
   Embed, RmsNorm, Quantize, MatMul, MatMulId, Reshape, Slice, Rope, MlaAttention,
   MhaAttention, Router, SwiGlu, WeightedSum, Add, GateUpSwiGlu, MatMulAdd, RmsNormQuantize,
-  MatMulIdSum,
+  MatMulIdSum, GateUpSwiGluId,
 };
 const char* op_name(OpKind op);
 bool op_from_name(std::string_view name, OpKind* out);

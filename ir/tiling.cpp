@@ -18,7 +18,7 @@ Status tile(Graph& g, const PipelineOptions& opt) {
     const int64_t unit = n.attr_int("row_block", 0);
     if (unit < 1) return Error{"tiling: %" + w.name + " has no row_block (partition runs first)"};
     // gate_up_swiglu streams a gate and an up row per output row.
-    const int64_t per_row = (n.op == OpKind::GateUpSwiGlu ? 2 : 1) * std::max<int64_t>(1, k.row_bytes);
+    const int64_t per_row = (n.op == OpKind::GateUpSwiGlu || n.op == OpKind::GateUpSwiGluId ? 2 : 1) * std::max<int64_t>(1, k.row_bytes);
     const int64_t fit = std::max<int64_t>(1, opt.l2_bytes / 2 / per_row);
     set_int_attr(n.attrs, "tile_rows", std::max(unit, fit / unit * unit));
   }

@@ -84,6 +84,7 @@ class NodeChecker {
   bool gate_up_swiglu();
   bool matmul_add();
   bool matmul_id_sum();
+  bool gate_up_swiglu_id();
   bool rms_norm_quantize();
 
   const Graph& g_;
@@ -109,6 +110,7 @@ bool NodeChecker::check() {
     case OpKind::GateUpSwiGlu: return gate_up_swiglu();
     case OpKind::MatMulAdd: return matmul_add();
     case OpKind::MatMulIdSum: return matmul_id_sum();
+    case OpKind::GateUpSwiGluId: return gate_up_swiglu_id();
     case OpKind::RmsNormQuantize: return rms_norm_quantize();
   }
   return fail("unknown op");
@@ -186,6 +188,23 @@ bool NodeChecker::matmul_id() {
 }
 
 bool NodeChecker::matmul_id_sum() { return matmul_id(); }
+
+bool NodeChecker::gate_up_swiglu_id() {
+  if (!arity(4, 4, 1) || !check_activation(*this, in(0), in(2)) || !check_activation(*this, in(1), in(2)) ||
+      !rank_is(in(0), 3) || !shape_is(in(1), in(0).shape) || !type_is(in(1), in(0).type) ||
+      !type_is(in(3), GgmlType::I32) || !rank_is(in(3), 2) || !rank_is(in(2), 2))
+    return false;
+  const Shape& w = in(0).shape;
+  const Shape& x = in(2).shape;
+  const Shape& ids = in(3).shape;
+  if (x[0] != w[0] || x[1] != ids[1])
+    return fail("%" + in(2).name + " " + shape_str(x) + " does not fit %" + in(0).name + " " + shape_str(w) +
+                " and ids " + shape_str(ids));
+  const FormatTraits* tr = format_traits(out(0).type);
+  if (!tr || !tr->from_float || w[1] % tr->block_elems != 0)
+    return fail(std::string("cannot quantise the SwiGLU output to ") + type_name(out(0).type));
+  return shape_is(out(0), {w[1], ids[0], ids[1]});
+}
 
 bool NodeChecker::reshape() {
   if (!arity(1, 1, 1) || !type_is(out(0), in(0).type)) return false;
@@ -352,7 +371,8 @@ bool weight_role_ok(const std::string& full, OpKind op, size_t slot) {
     return (op == OpKind::Embed && slot == 0) || (op == OpKind::MatMul && slot == 0);
   if (ends("_norm.weight")) return (op == OpKind::RmsNorm || op == OpKind::RmsNormQuantize) && slot == 1;
   if (name == "exp_probs_b.bias") return op == OpKind::Router && slot == 1;
-  if (ends("_exps.weight")) return (op == OpKind::MatMulId || op == OpKind::MatMulIdSum) && slot == 0;
+  if (ends("_exps.weight"))
+    return ((op == OpKind::MatMulId || op == OpKind::MatMulIdSum) && slot == 0) || (op == OpKind::GateUpSwiGluId && slot < 2);
   if (op == OpKind::GateUpSwiGlu) return slot < 2;
   return (op == OpKind::MatMul || op == OpKind::MatMulAdd) && slot == 0;
 }

@@ -110,7 +110,7 @@ std::vector<PackRequest> pack_requests(const ir::Graph& g, isa::Target target) {
   std::vector<PackRequest> out;
   std::set<int> seen;
   for (const ir::Node& n : g.nodes) {
-    if (n.op == ir::OpKind::GateUpSwiGlu) {
+    if (n.op == ir::OpKind::GateUpSwiGlu || n.op == ir::OpKind::GateUpSwiGluId) {
       const ir::Value& w = g.values[static_cast<size_t>(n.inputs[0])];
       PackRequest r;
       r.name = gate_up_pack_name(n, g);
@@ -120,6 +120,7 @@ std::vector<PackRequest> pack_requests(const ir::Graph& g, isa::Target target) {
       r.source = r.packed = w.type;
       r.cols = w.shape[0];
       r.rows = 2 * w.shape[1];
+      r.n_mats = w.shape.size() == 3 ? w.shape[2] : 1;  // gate_up_swiglu_id: one pair per expert
       if (fill_layout(r, target)) out.push_back(std::move(r));
       continue;
     }
@@ -145,16 +146,21 @@ std::vector<PackRequest> pack_requests(const ir::Graph& g, isa::Target target) {
 
 namespace {
 
-// Gate and up rows interleaved, packed as one matrix of 2 x rows.
+// Gate and up rows interleaved, packed as one matrix of 2 x rows per expert (n_mats of them).
 Status pack_gate_up_request(const PackRequest& req, const WeightBytes& gate, const WeightBytes* up, uint8_t* dst) {
   if (up == nullptr) return Error{req.name + ": no up weight given for the gate/up pair"};
   const uint64_t each = static_cast<uint64_t>(row_bytes(req.source, req.cols) * (req.rows / 2));
-  if (gate.nbytes != each || up->nbytes != each)
+  const uint64_t total = each * static_cast<uint64_t>(req.n_mats);
+  if (gate.nbytes != total || up->nbytes != total)
     return Error{req.name + ": gate/up tensors have " + std::to_string(gate.nbytes) + " and " +
-                 std::to_string(up->nbytes) + " bytes, expected " + std::to_string(each)};
-  auto p = pack_gate_up(req.packed, req.row_block, gate.data, up->data, each, req.rows / 2, req.cols);
-  if (!p) return Error{req.name + ": " + p.error()};
-  std::memcpy(dst, p->data.get(), static_cast<size_t>(p->layout.total_bytes));
+                 std::to_string(up->nbytes) + " bytes, expected " + std::to_string(total)};
+  for (int64_t m = 0; m < req.n_mats; ++m) {
+    const uint64_t off = static_cast<uint64_t>(m) * each;
+    auto p = pack_gate_up(req.packed, req.row_block, static_cast<const uint8_t*>(gate.data) + off,
+                          static_cast<const uint8_t*>(up->data) + off, each, req.rows / 2, req.cols);
+    if (!p) return Error{req.name + ": " + p.error()};
+    std::memcpy(dst + static_cast<uint64_t>(m) * req.mat_stride, p->data.get(), static_cast<size_t>(p->layout.total_bytes));
+  }
   return Status::ok();
 }
 

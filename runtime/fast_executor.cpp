@@ -187,7 +187,7 @@ Status Impl::build_steps() {
       s.out.push_back(&tensors_[static_cast<size_t>(id)]);
       s.out_t.push_back(true);
     }
-    if (n.op == ir::OpKind::GateUpSwiGlu) {
+    if (n.op == ir::OpKind::GateUpSwiGlu || n.op == ir::OpKind::GateUpSwiGluId) {
       auto m = GateUpOp::create(n, g, *cm_, tiles.l2_bytes, &gate_up_scratch_);
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::GateUp;
@@ -306,7 +306,7 @@ Status Impl::run_step(Step& s, int64_t T) {
     case StepKind::Serial:
       return refexec::run_node(*s.node, s.in, s.out);
     case StepKind::GateUp:
-      s.gate_up->prepare(*s.in[2]);
+      ZENMOE_RETURN_IF_ERROR(s.gate_up->prepare(s.in.size() > 3 ? s.in[3] : nullptr, *s.in[2]));
       pool_->run([&](int tid) { s.gate_up->run(tid, nth, *s.in[2], *s.out[0]); });
       return Status::ok();
     case StepKind::Mat:

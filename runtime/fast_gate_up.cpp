@@ -31,6 +31,11 @@ Expected<std::unique_ptr<GateUpOp>> GateUpOp::create(const ir::Node& n, const ir
     return Error{key + ": gate_up_swiglu needs the gate/up pair packed interleaved — recompile"};
   op->packed_ = &pit->second;
   op->F_ = wg.shape[1];
+  op->routed_ = n.op == ir::OpKind::GateUpSwiGluId;
+  if (op->routed_) {
+    op->n_experts_ = wg.shape[2];
+    op->k_used_ = g.values[static_cast<size_t>(n.inputs[3])].shape[0];
+  }
   if (op->F_ % kBlock != 0) return Error{key + ": " + std::to_string(op->F_) + " outputs are not a multiple of 256"};
   KernelDesc d = default_gemv_desc(pit->second.req.packed, static_cast<int32_t>(wg.shape[0]), cm.target,
                                    KernelOp::kGateUpSwiglu);
@@ -70,67 +75,106 @@ Expected<std::unique_ptr<GateUpOp>> GateUpOp::create(const ir::Node& n, const ir
   return op;
 }
 
-void GateUpOp::prepare(const Tensor& x) {
-  const auto n = static_cast<size_t>(x.rows() * 2 * F_);
-  if (gemm_ && x.rows() > 1 && gu_->size() < n) gu_->resize(n);
+Status GateUpOp::prepare(const Tensor* ids, const Tensor& x) {
+  int64_t rows = x.rows();
+  if (routed_) {
+    ZENMOE_RETURN_IF_ERROR(slots_.group(*ids, n_experts_, k_used_, false));
+    rows = ids->numel();
+    batched_ = gemm_ != nullptr && rows > k_used_;  // a batch: experts see several slots
+  }
+  const auto n = static_cast<size_t>(rows * 2 * F_);
+  if (gemm_ && rows > 1 && gu_->size() < n) gu_->resize(n);
+  return Status::ok();
+}
+
+template <class OutRow>
+void GateUpOp::gemm_tile(int64_t mat, int64_t t0, int64_t t1, GemmCall c, int64_t gu0, const Tensor& y,
+                         OutRow out_row) const {
+  float g[kBlock], u[kBlock];
+  c.w = packed_->mat(mat);
+  c.y = gu_->data() + gu0 * 2 * F_;
+  c.r0 = 2 * t0;
+  c.r1 = 2 * t1;
+  c.y_stride = 2 * F_;
+  gemm_->gemm(c);
+  for (int64_t t = 0; t < c.n; ++t)
+    for (int64_t b = t0; b < t1; b += kBlock) {
+      const float* gu = c.y + t * 2 * F_ + 2 * b;
+      for (int64_t r = 0; r < kBlock; ++r) {
+        g[r] = gu[2 * r];
+        u[r] = gu[2 * r + 1];
+      }
+      uint8_t* q = y.data + out_row(t) * y.row_size() + (b / kBlock) * static_cast<int64_t>(sizeof(BlockQ8_K));
+      if (epilogue_) {
+        GlueCall e;
+        e.x = g;
+        e.x2 = u;
+        e.q = q;
+        e.n_rows = 1;
+        epilogue_(&e);
+        continue;
+      }
+      refexec::swiglu_ggml(g, u, g, kBlock);
+      ref::quantize_row(GgmlType::Q8_K, g, q, kBlock);
+    }
 }
 
 // Per tile: the GEMM writes gate/up products interleaved for every token, then each block of
 // 256 outputs is split into gate and up, passed through SwiGLU and quantised to Q8_K.
 void GateUpOp::run_gemm(int tid, int nth, const Tensor& x, Tensor& y) const {
   const Range rr = split_range(F_, nth, tid, kBlock);
-  const int64_t T = x.rows(), yrb = y.row_size();
-  float g[kBlock], u[kBlock];
   for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
-    const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
     GemmCall c;
-    c.w = packed_->mat(0);
     c.x = x.cdata;
-    c.y = gu_->data();
-    c.r0 = 2 * t0;
-    c.r1 = 2 * t1;
-    c.n = T;
+    c.n = x.rows();
     c.x_stride = x.row_size();
-    c.y_stride = 2 * F_;
-    gemm_->gemm(c);
-    for (int64_t t = 0; t < T; ++t)
-      for (int64_t b = t0; b < t1; b += kBlock) {
-        const float* gu = gu_->data() + t * 2 * F_ + 2 * b;
-        for (int64_t r = 0; r < kBlock; ++r) {
-          g[r] = gu[2 * r];
-          u[r] = gu[2 * r + 1];
-        }
-        uint8_t* q = y.data + t * yrb + (b / kBlock) * static_cast<int64_t>(sizeof(BlockQ8_K));
-        if (epilogue_) {
-          GlueCall e;
-          e.x = g;
-          e.x2 = u;
-          e.q = q;
-          e.n_rows = 1;
-          epilogue_(&e);
-          continue;
-        }
-        refexec::swiglu_ggml(g, u, g, kBlock);
-        ref::quantize_row(GgmlType::Q8_K, g, q, kBlock);
+    gemm_tile(0, t0, std::min(rr.end, t0 + tile_rows_), c, 0, y, [](int64_t t) { return t; });
+  }
+}
+
+void GateUpOp::gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8_t* q) const {
+  GemvCall c;
+  c.w = packed_->mat(mat);
+  c.x = x;
+  c.r0 = t0;
+  c.r1 = t1;
+  c.q8_out = q;
+  (*kernel_)(c);
+}
+
+// Routed slots expert by expert: a batch runs each expert's slots through the GEMM (their
+// activation rows by index, products in slot order in the scratch), else one GEMV per slot.
+void GateUpOp::run_routed(int tid, int nth, const Tensor& x, Tensor& y) const {
+  const Range rr = split_range(F_, nth, tid, kBlock);
+  for (int64_t e = 0; e < n_experts_; ++e) {
+    const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
+    if (s0 == s1) continue;
+    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
+      const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
+      if (batched_) {
+        GemmCall c;
+        c.x = x.cdata;
+        c.x_stride = x.row_size();
+        c.x_rows = slots_.x_rows.data() + s0;
+        c.n = s1 - s0;
+        gemm_tile(e, t0, t1, c, s0, y, [&](int64_t t) { return slots_.slot_order[static_cast<size_t>(s0 + t)]; });
+        continue;
       }
+      for (int64_t i = s0; i < s1; ++i)
+        gemv(e, t0, t1, x.cdata + slots_.x_rows[static_cast<size_t>(i)] * x.row_size(),
+             y.data + slots_.slot_order[static_cast<size_t>(i)] * y.row_size());
+    }
   }
 }
 
 void GateUpOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
+  if (routed_) return run_routed(tid, nth, x, y);
   if (gemm_ && x.rows() > 1) return run_gemm(tid, nth, x, y);
   const Range rr = split_range(F_, nth, tid, kBlock);
   const int64_t T = x.rows(), xrb = x.row_size(), yrb = y.row_size();
   for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
     const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
-    for (int64_t t = 0; t < T; ++t) {
-      GemvCall c;
-      c.w = packed_->mat(0);
-      c.x = x.cdata + t * xrb;
-      c.r0 = t0;
-      c.r1 = t1;
-      c.q8_out = y.data + t * yrb;
-      (*kernel_)(c);
-    }
+    for (int64_t t = 0; t < T; ++t) gemv(0, t0, t1, x.cdata + t * xrb, y.data + t * yrb);
   }
 }
 

@@ -5,7 +5,8 @@
 // GEMM kernel over the same interleaved rows (weights read once per tile, not per token) and
 // apply SwiGLU and the Q8_K quantisation per block of 256 outputs with the generated SwiGLU
 // glue kernel (Q8_K output; the reference numerics when the target is scalar), the numerics
-// of the unfused swiglu and quantize nodes.
+// of the unfused swiglu and quantize nodes. gate_up_swiglu_id (routed experts) runs the same
+// kernels over each expert's interleaved pair for the slots routed to it.
 #pragma once
 
 #include <cstdint>
@@ -18,28 +19,43 @@
 #include "ir/graph.h"
 #include "kernels/status.h"
 #include "runtime/compiled_model.h"
+#include "runtime/fast_matmul.h"
 #include "runtime/ref_executor_ops.h"
 
 namespace zenmoe {
 
 class GateUpOp {
  public:
-  // Node: gate_up_swiglu(w_gate, w_up, x) whose packed pair is in cm.packed
+  // Node: gate_up_swiglu(w_gate, w_up, x) or gate_up_swiglu_id(w_gate, w_up, x, ids) whose
+  // packed pairs are in cm.packed
   // (gate_up_pack_name). `l2_bytes`: per-core L2 used for the batch tile. `scratch` holds the
   // batch path's gate/up products; one per executor, shared by its ops (they run one after
   // another), must outlive the op.
   static Expected<std::unique_ptr<GateUpOp>> create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
                                                     int64_t l2_bytes, std::vector<float>* scratch);
-  // Serial part before the threads start: sizes the batch path's scratch for x's tokens.
-  void prepare(const refexec::Tensor& x);
-  // Thread `tid` of `nth` writes its blocks of 256 outputs for every token of x.
+  // Serial part before the threads start: groups routed slots by expert (ids: null for the
+  // dense op) and sizes the batch path's scratch.
+  Status prepare(const refexec::Tensor* ids, const refexec::Tensor& x);
+  // Thread `tid` of `nth` writes its blocks of 256 outputs for every token (or routed slot).
   void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   const std::string& kernel_name() const { return kernel_name_; }
 
  private:
   int64_t F_ = 0, tile_rows_ = 256;
   const PackedMats* packed_ = nullptr;
+  // One GEMM call of matrix `mat` over rows [2 t0, 2 t1) for `n` tokens into gu rows from `gu0`,
+  // then each token's SwiGLU + Q8_K epilogue into y row out_row(i).
+  template <class OutRow>
+  void gemm_tile(int64_t mat, int64_t t0, int64_t t1, GemmCall c, int64_t gu0, const refexec::Tensor& y,
+                 OutRow out_row) const;
   void run_gemm(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
+  void run_routed(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
+  void gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8_t* q) const;
+
+  // gate_up_swiglu_id: slots grouped by expert, rebuilt by prepare().
+  bool routed_ = false, batched_ = false;
+  int64_t n_experts_ = 1, k_used_ = 1;
+  ExpertSlots slots_;
 
   std::shared_ptr<const Kernel> kernel_;
   std::shared_ptr<const Kernel> gemm_;  // batches; null when Q4_K has no GEMM kernel here

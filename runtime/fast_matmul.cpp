@@ -78,38 +78,41 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
   return op;
 }
 
+Status ExpertSlots::group(const Tensor& ids, int64_t n_experts, int64_t k_used, bool per_slot_x) {
+  const int64_t slots = ids.numel();
+  expert_begin.assign(static_cast<size_t>(n_experts + 1), 0);
+  for (int64_t s = 0; s < slots; ++s) {
+    const int32_t e = ids.ci32()[s];
+    if (e < 0 || e >= n_experts) return Error{"expert id " + std::to_string(e) + " out of range"};
+    ++expert_begin[static_cast<size_t>(e) + 1];
+  }
+  for (int64_t e = 0; e < n_experts; ++e) expert_begin[static_cast<size_t>(e + 1)] += expert_begin[static_cast<size_t>(e)];
+  slot_order.assign(static_cast<size_t>(slots), 0);
+  x_rows.resize(static_cast<size_t>(slots));
+  std::vector<int64_t> fill(expert_begin.begin(), expert_begin.end() - 1);
+  for (int64_t s = 0; s < slots; ++s) {
+    const auto i = static_cast<size_t>(fill[static_cast<size_t>(ids.ci32()[s])]++);
+    slot_order[i] = static_cast<int32_t>(s);
+    x_rows[i] = static_cast<int32_t>(per_slot_x ? s : s / k_used);
+  }
+  return Status::ok();
+}
+
 Status MatOp::prepare(const Tensor* ids, const Tensor* weights, const Tensor& x) {
   if (accumulate_ && ones_.size() < static_cast<size_t>(x.rows())) ones_.assign(static_cast<size_t>(x.rows()), 1.0f);
   if (!by_expert_) return Status::ok();
+  ZENMOE_RETURN_IF_ERROR(slots_.group(*ids, n_mats_, k_used_, per_slot_x_));
   const int64_t slots = ids->numel();
-  expert_begin_.assign(static_cast<size_t>(n_mats_ + 1), 0);
-  for (int64_t s = 0; s < slots; ++s) {
-    const int32_t e = ids->ci32()[s];
-    if (e < 0 || e >= n_mats_) return Error{"expert id " + std::to_string(e) + " out of range"};
-    ++expert_begin_[static_cast<size_t>(e) + 1];
-  }
-  for (int64_t e = 0; e < n_mats_; ++e) expert_begin_[static_cast<size_t>(e + 1)] += expert_begin_[static_cast<size_t>(e)];
-  slot_order_.assign(static_cast<size_t>(slots), 0);
-  std::vector<int64_t> fill(expert_begin_.begin(), expert_begin_.end() - 1);
-  for (int64_t s = 0; s < slots; ++s)
-    slot_order_[static_cast<size_t>(fill[static_cast<size_t>(ids->ci32()[s])]++)] = static_cast<int32_t>(s);
   if (sum_) {
     slot_weight_.resize(static_cast<size_t>(slots));
     token_rows_.resize(static_cast<size_t>(slots));
     for (int64_t i = 0; i < slots; ++i) {
-      const int32_t slot = slot_order_[static_cast<size_t>(i)];
+      const int32_t slot = slots_.slot_order[static_cast<size_t>(i)];
       slot_weight_[static_cast<size_t>(i)] = weights->cf32()[slot];
       token_rows_[static_cast<size_t>(i)] = slot / static_cast<int32_t>(k_used_);
     }
   }
   batched_ = gemm_ != nullptr && slots > k_used_;  // a batch: experts see several rows
-  if (batched_) {
-    x_rows_.resize(static_cast<size_t>(slots));
-    for (int64_t i = 0; i < slots; ++i) {
-      const int32_t slot = slot_order_[static_cast<size_t>(i)];
-      x_rows_[static_cast<size_t>(i)] = per_slot_x_ ? slot : slot / static_cast<int32_t>(k_used_);
-    }
-  }
   return Status::ok();
 }
 
@@ -123,20 +126,20 @@ void MatOp::gemm(int64_t mat, int64_t r0, int64_t r1, GemmCall c) const {
 }
 
 // Batch path: each expert's slots go through the GEMM kernel tile by tile, reading their
-// activation rows and writing their output rows in place (slot_order_ and x_rows_).
+// activation rows and writing their output rows in place (slots_).
 void MatOp::run_experts_gemm(int tid, int nth, const Tensor& x, Tensor& y) const {
   const Range rr = split_range(N_, nth, tid, row_block_);
   if (rr.begin >= rr.end) return;
   for (int64_t e = 0; e < n_mats_; ++e) {
-    const int64_t s0 = expert_begin_[static_cast<size_t>(e)], s1 = expert_begin_[static_cast<size_t>(e + 1)];
+    const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
     if (s0 == s1) continue;
     GemmCall c;
     c.x = x.cdata;
     c.x_stride = x.row_size();
-    c.x_rows = x_rows_.data() + s0;
+    c.x_rows = slots_.x_rows.data() + s0;
     c.y = y.f32();
     c.y_stride = N_;
-    c.y_rows = (sum_ ? token_rows_ : slot_order_).data() + s0;
+    c.y_rows = (sum_ ? token_rows_ : slots_.slot_order).data() + s0;
     if (sum_) c.alpha = slot_weight_.data() + s0;
     c.n = s1 - s0;
     for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) gemm(e, t0, std::min(rr.end, t0 + tile_rows_), c);
@@ -197,13 +200,13 @@ void MatOp::run_experts(int tid, int nth, const Tensor& x, Tensor& y) const {
   const Range rr = split_range(N_, nth, tid, row_block_);
   const int64_t xrb = x.row_size();
   for (int64_t e = 0; e < n_mats_; ++e) {
-    const int64_t s0 = expert_begin_[static_cast<size_t>(e)], s1 = expert_begin_[static_cast<size_t>(e + 1)];
+    const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
     if (s0 == s1) continue;
     for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
       const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
       for (int64_t i = s0; i < s1; ++i) {
-        const int64_t slot = slot_order_[static_cast<size_t>(i)];
-        const int64_t xr = per_slot_x_ ? slot : slot / k_used_;
+        const int64_t slot = slots_.slot_order[static_cast<size_t>(i)];
+        const int64_t xr = slots_.x_rows[static_cast<size_t>(i)];
         if (sum_)
           rows(e, t0, t1, x.cdata + xr * xrb, y.f32() + slot / k_used_ * N_, slot_weight_[static_cast<size_t>(i)]);
         else

@@ -22,6 +22,16 @@ struct TileBudget {
   int64_t l2_bytes = 1 << 20;  // per core, from the machine's topology
 };
 
+// The slots (t * k + j) of a routed op grouped by expert: slot_order lists them expert by
+// expert, expert_begin[e] is where expert e's start, x_rows[i] is the activation row of
+// slot_order[i] (the slot itself when every slot has its own row, else its token).
+struct ExpertSlots {
+  std::vector<int32_t> slot_order;
+  std::vector<int64_t> expert_begin;  // n_experts + 1 offsets into slot_order
+  std::vector<int32_t> x_rows;
+  Status group(const refexec::Tensor& ids, int64_t n_experts, int64_t k_used, bool per_slot_x);
+};
+
 class MatOp {
  public:
   // Node: matmul(w, x), matmul_add(w, x, acc) (y must hold acc), matmul_id(w, x, ids) or
@@ -59,15 +69,12 @@ class MatOp {
   const uint8_t* raw_ = nullptr;
   int64_t raw_row_ = 0;
   std::string kernel_name_;
-  // matmul_id: slots (t*k + j) grouped by expert, rebuilt by prepare().
-  std::vector<int32_t> slot_order_;
-  std::vector<int64_t> expert_begin_;  // n_mats + 1 offsets into slot_order_
+  // matmul_id: slots grouped by expert, rebuilt by prepare(); the GEMM path reads and writes
+  // the slots' rows in place through their row indices.
+  ExpertSlots slots_;
   int64_t k_used_ = 1;
   bool per_slot_x_ = false;
-  // GEMM path of matmul_id: the activation row of each slot in slot_order_; the kernel reads
-  // and writes the slots' rows in place through these indices.
   bool batched_ = false;
-  std::vector<int32_t> x_rows_;
   // matmul_id_sum, per slot in slot_order_: its router weight and its token's output row.
   std::vector<float> slot_weight_;
   std::vector<int32_t> token_rows_;

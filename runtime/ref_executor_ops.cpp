@@ -235,6 +235,19 @@ void weighted_sum(const Tensor& y, const Tensor& w, Tensor& out) {
   }
 }
 
+// The unfused sequence: both per-slot products, SwiGLU, then the quantisation.
+Status gate_up_swiglu_id(const Tensor& wg, const Tensor& wu, const Tensor& x, const Tensor& ids, Tensor& y) {
+  const int64_t n = wg.ne[1] * ids.numel();
+  std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n));
+  Tensor tg{GgmlType::F32, y.ne, reinterpret_cast<const uint8_t*>(g.data()), reinterpret_cast<uint8_t*>(g.data())};
+  Tensor tu{GgmlType::F32, y.ne, reinterpret_cast<const uint8_t*>(u.data()), reinterpret_cast<uint8_t*>(u.data())};
+  ZENMOE_RETURN_IF_ERROR(matmul_id(wg, x, ids, tg));
+  ZENMOE_RETURN_IF_ERROR(matmul_id(wu, x, ids, tu));
+  swiglu_ggml(g.data(), u.data(), g.data(), n);
+  quantize(tg, y);
+  return Status::ok();
+}
+
 // The unfused sequence: the per-slot products in a scratch tensor, then their weighted sum.
 Status matmul_id_sum(const Tensor& w, const Tensor& x, const Tensor& ids, const Tensor& weights, Tensor& y) {
   std::vector<float> buf(static_cast<size_t>(w.ne[1] * ids.numel()));
@@ -286,6 +299,7 @@ Status run_node(const Node& n, std::span<Tensor* const> in, std::span<Tensor* co
     case OpKind::MatMulAdd: matmul_add(*in[0], *in[1], *in[2], y); break;
     case OpKind::RmsNormQuantize: rms_norm_quantize(n, *in[0], *in[1], out); break;
     case OpKind::MatMulIdSum: return matmul_id_sum(*in[0], *in[1], *in[2], *in[3], y);
+    case OpKind::GateUpSwiGluId: return gate_up_swiglu_id(*in[0], *in[1], *in[2], *in[3], y);
   }
   return Status::ok();
 }

@@ -62,9 +62,12 @@ TEST(FusionPass, TwoLayerGraphGetsTheFusedOps) {
   ASSERT_TRUE(g.has_value()) << g.error();
   const ir::Graph plain = *g;
   ASSERT_TRUE(ir::run_pipeline(*g, fuse_all()).is_ok());
-  // Gate/up: the dense FFN of layer 0 and the shared expert of layer 1.
+  // Gate/up: the dense FFN of layer 0 and the shared expert of layer 1; the routed experts
+  // of layer 1 get the per-slot form.
   EXPECT_EQ(count(*g, ir::OpKind::GateUpSwiGlu), 2);
-  EXPECT_EQ(count(*g, ir::OpKind::SwiGlu), count(plain, ir::OpKind::SwiGlu) - 2);
+  EXPECT_EQ(count(*g, ir::OpKind::GateUpSwiGluId), 1);
+  EXPECT_EQ(count(*g, ir::OpKind::MatMulId), 0);
+  EXPECT_EQ(count(*g, ir::OpKind::SwiGlu), count(plain, ir::OpKind::SwiGlu) - 3);
   // Residuals: both attention outputs, layer 0's FFN down, layer 1's shared-expert down
   // (accumulating the routed experts); layer 1's final add has no plain matmul operand.
   EXPECT_EQ(count(*g, ir::OpKind::MatMulAdd), 4);
@@ -72,7 +75,7 @@ TEST(FusionPass, TwoLayerGraphGetsTheFusedOps) {
   // The routed experts' down projection takes in their weighted sum (layer 1).
   EXPECT_EQ(count(*g, ir::OpKind::MatMulIdSum), 1);
   EXPECT_EQ(count(*g, ir::OpKind::WeightedSum), 0);
-  EXPECT_EQ(g->nodes.size(), plain.nodes.size() - 3 * 2 - 4 - 1);
+  EXPECT_EQ(g->nodes.size(), plain.nodes.size() - 3 * 3 - 4 - 1);
   EXPECT_TRUE(ir::verify(*g).is_ok());
   // The fused graph prints and parses back to the same text (plan files hold it).
   auto back = ir::parse_graph(ir::print_graph(*g));
@@ -262,7 +265,7 @@ TEST(PartitionAndTiling, AnnotateEveryWeightProduct) {
     }
     ++annotated;
     const int64_t K = g->values[static_cast<size_t>(n.inputs[0])].shape[0];
-    if (n.op == ir::OpKind::GateUpSwiGlu) {
+    if (n.op == ir::OpKind::GateUpSwiGlu || n.op == ir::OpKind::GateUpSwiGluId) {
       EXPECT_EQ(n.attr_int("row_block"), 256);
       // Two streamed rows per output: 32 KiB / (2 * 68) = 240 rows, below one 256-output block.
       EXPECT_EQ(n.attr_int("tile_rows"), 256);
@@ -351,6 +354,7 @@ TEST_F(FusedFast, FusedLogitsMatchUnfused) {
   EXPECT_EQ(count(fused->graph, ir::OpKind::MatMulIdSum), 1);
   const bool gate_up = isa::host_supports(isa::IsaLevel::kAvx512);
   EXPECT_EQ(count(fused->graph, ir::OpKind::GateUpSwiGlu), gate_up ? 2 : 0);
+  EXPECT_EQ(count(fused->graph, ir::OpKind::GateUpSwiGluId), gate_up ? 1 : 0);
   auto a = fast(plain, 2, 8), b = fast(fused, 2, 8);
   ASSERT_TRUE(a && b);
   if (gate_up) {
