@@ -31,10 +31,13 @@ void scale_min_k4(const uint8_t* s, int j, uint8_t* sc, uint8_t* m) {
 // ---- Q4_K ----------------------------------------------------------------------------
 
 struct Q4KOffsets {
-  int64_t codes, scales, d;  // region starts inside a group
+  int64_t codes, scales, d;  // region starts of super-block sb's record inside a group
 };
 
-Q4KOffsets q4k_offsets(int64_t nsb, int64_t R) { return {0, nsb * R * 128, nsb * R * 144}; }
+Q4KOffsets q4k_offsets(int64_t sb, int64_t R) {
+  const int64_t rec = sb * R * 148;
+  return {rec, rec + R * 128, rec + R * 144};
+}
 
 // The 4-bit code of weight w (0..255) of a GGUF Q4_K block (spec §2.6).
 uint8_t q4k_code(const BlockQ4_K& b, int w) {
@@ -43,19 +46,19 @@ uint8_t q4k_code(const BlockQ4_K& b, int w) {
   return (w % 64) < 32 ? (byte & 0x0F) : (byte >> 4);
 }
 
-void pack_q4k_block(const BlockQ4_K& b, int64_t nsb, int64_t R, int64_t sb, int64_t i, uint8_t* group) {
-  const Q4KOffsets o = q4k_offsets(nsb, R);
+void pack_q4k_block(const BlockQ4_K& b, int64_t R, int64_t sb, int64_t i, uint8_t* group) {
+  const Q4KOffsets o = q4k_offsets(sb, R);
   const int64_t pair = i / 2, h = i % 2;
-  uint8_t* codes = group + o.codes + sb * R * 128 + pair * 256;
+  uint8_t* codes = group + o.codes + pair * 256;
   for (int c = 0; c < 4; ++c)
     for (int s = 0; s < 8; ++s)
       for (int t = 0; t < 4; ++t) {
         const uint8_t lo = q4k_code(b, 32 * s + 4 * c + t), hi = q4k_code(b, 32 * s + 4 * (c + 4) + t);
         codes[64 * c + 4 * (2 * s + h) + t] = uint8_t(lo | (hi << 4));
       }
-  uint8_t* sm = group + o.scales + sb * R * 16 + pair * 32;
+  uint8_t* sm = group + o.scales + pair * 32;
   for (int s = 0; s < 8; ++s) scale_min_k4(b.scales, s, &sm[2 * s + h], &sm[16 + 2 * s + h]);
-  uint16_t* d = reinterpret_cast<uint16_t*>(group + o.d + sb * R * 4);
+  uint16_t* d = reinterpret_cast<uint16_t*>(group + o.d);
   d[i] = b.d;
   d[R + i] = b.dmin;
 }
@@ -67,7 +70,7 @@ void pack_q4k(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
     for (int64_t sb = 0; sb < nsb; ++sb) {
       BlockQ4_K b;
       std::memcpy(&b, src + (r * nsb + sb) * sizeof(BlockQ4_K), sizeof b);
-      pack_q4k_block(b, nsb, R, sb, r % R, group);
+      pack_q4k_block(b, R, sb, r % R, group);
     }
   }
 }
@@ -75,14 +78,14 @@ void pack_q4k(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
 // One packed Q4_K row against Q8_K activations; integer sums as ggml's vec_dot_q4_K_q8_K.
 float dot_q4k_packed(const PackLayout& L, const uint8_t* group, int64_t i, const BlockQ8_K* x) {
   const int64_t nsb = L.cols / kQK_K, R = L.row_block, pair = i / 2, h = i % 2;
-  const Q4KOffsets o = q4k_offsets(nsb, R);
   float sum = 0.0f;
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const uint8_t* codes = group + o.codes + sb * R * 128 + pair * 256;
-    const uint8_t* sm = group + o.scales + sb * R * 16 + pair * 32;
+    const Q4KOffsets o = q4k_offsets(sb, R);
+    const uint8_t* codes = group + o.codes + pair * 256;
+    const uint8_t* sm = group + o.scales + pair * 32;
     uint16_t dh[2];
-    std::memcpy(&dh[0], group + o.d + sb * R * 4 + 2 * i, 2);
-    std::memcpy(&dh[1], group + o.d + sb * R * 4 + 2 * (R + i), 2);
+    std::memcpy(&dh[0], group + o.d + 2 * i, 2);
+    std::memcpy(&dh[1], group + o.d + 2 * (R + i), 2);
     int32_t sumi_s = 0, sumi_m = 0;
     for (int s = 0; s < 8; ++s) {
       int32_t isum = 0;

@@ -3,19 +3,22 @@
 // runtime, the tests and the benchmarks alike.
 //
 // Rows are grouped by `row_block` (R, even). A group's bytes are contiguous and 64-byte
-// aligned; rows beyond `rows` in the last group are zero. Within a group, per K-quant
-// super-block b (S = K/256 of them), three regions are streamed side by side:
+// aligned; rows beyond `rows` in the last group are zero. Q4_K and Q5_K groups hold one
+// contiguous record per super-block b (S = K/256 of them), so a group streams from memory as
+// a single sequential run (code and scale regions read side by side cost about a third of
+// one core's DRAM bandwidth):
 //
-// Q4_K (R rows, group stride = round_up(S*R*148, 64)):
-//   codes  at 0:          [S][R/2 pairs][4 chunks][64 bytes]. In chunk c of pair (A, B),
+// Q4_K (R rows, record b at b*R*148, group stride = round_up(S*R*148, 64); R = 16 makes
+// every record 37 cache lines, so all code loads are aligned):
+//   codes  at +0:         [R/2 pairs][4 chunks][64 bytes]. In chunk c of pair (A, B),
 //                         the 32-bit lane l = 2s + h (h = 0 row A, 1 row B; sub-block
 //                         s = 0..7) holds in byte t (0..3) the code of weight 32s+4c+t in
 //                         its low nibble and of weight 32s+4(c+4)+t in its high nibble.
 //                         Every lane keeps one (row, sub-block) in every chunk, so one
 //                         scale vector serves all of a super-block's dot products.
-//   scales at S*R*128:    [S][R/2][32 bytes]: sc[2s+h] then m[2s+h] (the 6-bit values of
+//   scales at +R*128:     [R/2][32 bytes]: sc[2s+h] then m[2s+h] (the 6-bit values of
 //                         spec §2.5 expanded to bytes, interleaved like the lanes)
-//   d      at S*R*144:    [S][2][R] f16: d of the R rows, then dmin of the R rows.
+//   d      at +R*144:     [2][R] f16: d of the R rows, then dmin of the R rows.
 //
 // Row block 16, one row per 32-bit lane of a 512-bit vector (nb = K/32 blocks):
 // Q8_0: codes [nb][8 chunks][16 rows][4 bytes] (byte t of chunk c = q[4c+t] + 128), then

@@ -32,7 +32,8 @@
 
 namespace zenmoe::plan {
 
-inline constexpr uint32_t kPlanVersion = 1;
+// 2: Q4_K packed groups hold one record per super-block (kernels/pack.h).
+inline constexpr uint32_t kPlanVersion = 2;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 
 // How a tensor's matrices were packed (kernels/pack.h).

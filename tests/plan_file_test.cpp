@@ -245,19 +245,21 @@ TEST(PlanFile, RefusesAnotherPlanVersion) {
   TempDir dir;
   const std::string path = write_sample(dir);
   std::string bytes = slurp(path);
-  const uint32_t v2 = 2;
-  std::memcpy(bytes.data() + 4, &v2, 4);
-  spit(path, bytes);
-  expect_one_line_error(read_plan(path),
-                        "plan was made by plan format version 2, this zenmoe reads version 1 — recompile");
-  // A future version is refused even when the rest would not parse as version 1.
+  const std::string mine = std::to_string(kPlanVersion);
+  for (const uint32_t other : {kPlanVersion - 1, kPlanVersion + 1}) {
+    std::memcpy(bytes.data() + 4, &other, 4);
+    spit(path, bytes);
+    expect_one_line_error(read_plan(path), "plan was made by plan format version " + std::to_string(other) +
+                                               ", this zenmoe reads version " + mine + " — recompile");
+  }
+  // A future version is refused even when the rest would not parse as this version.
   spit(path, bytes.substr(0, 8));
-  expect_one_line_error(read_plan(path), "plan format version 2");
+  expect_one_line_error(read_plan(path), "plan format version " + std::to_string(kPlanVersion + 1));
 
   PlanHeader h = sample_header();
   h.version = 7;
   Status s = check_plan_compatible(h, all_features(), nullptr);
-  EXPECT_EQ(s.message(), "plan was made by plan format version 7, this zenmoe reads version 1 — recompile");
+  EXPECT_EQ(s.message(), "plan was made by plan format version 7, this zenmoe reads version " + mine + " — recompile");
 }
 
 TEST(PlanFile, RefusesMissingCpuFeatures) {

@@ -57,9 +57,9 @@ void GemmQ4K::setup() {
     lea(r8, ptr[rax + rcx]);
     mov(scr(kTab + 8 * p), r8);
     imul(rcx, rdx, 32);
-    lea(r8, ptr[rax + rcx + S_ * PR_ * 128]);
+    lea(r8, ptr[rax + rcx + PR_ * 128]);  // super-block records: codes, scales, d
     mov(scr(kTabSc + 8 * p), r8);
-    lea(r8, ptr[rax + rdx * 4 + S_ * PR_ * 144]);
+    lea(r8, ptr[rax + rdx * 4 + PR_ * 144]);
     mov(scr(kTabD + 8 * p), r8);
   }
   mov(eax, 0x0F0F0F0F);
@@ -144,9 +144,9 @@ void GemmQ4K::transcode() {
 }
 
 void GemmQ4K::advance() {
-  add(r9, PR_ * 128);
-  add(r10, PR_ * 16);
-  add(r11, PR_ * 4);
+  add(r9, PR_ * 148);
+  add(r10, PR_ * 148);
+  add(r11, PR_ * 148);
 }
 
 }  // namespace

@@ -67,8 +67,8 @@ void GemvQ4KAvx2::generate() {
   mov(rPc, rGroup);
   imul(rPc, rPc, static_cast<int>(group_stride));
   add(rPc, rW);
-  lea(rPs, ptr[rPc + S_ * R_ * 128]);
-  lea(rPd, ptr[rPc + S_ * R_ * 144]);
+  lea(rPs, ptr[rPc + R_ * 128]);  // super-block records: codes, scales, d
+  lea(rPd, ptr[rPc + R_ * 144]);
   mov(rPx, qword[rArgs + kArgX]);
   mov(rPw, rsp);
   for (int p = 0; p < P_; ++p) vxorps(yAcc[p], yAcc[p], yAcc[p]);
@@ -76,9 +76,9 @@ void GemvQ4KAvx2::generate() {
   mov(rCnt, S_);
   L(sb);
   superblock();
-  add(rPc, R_ * 128);
-  add(rPs, R_ * 16);
-  add(rPd, R_ * 4);
+  add(rPc, R_ * 148);
+  add(rPs, R_ * 148);
+  add(rPd, R_ * 148);
   add(rPx, kQ8KBytes);
   add(rPw, kScratchPerSb);
   dec(rCnt);
@@ -118,9 +118,8 @@ void GemvQ4KAvx2::superblock() {
   }
   vbroadcastss(yDY, ptr[rPx]);
   if (d_.prefetch != 0) {
-    for (int i = 0; i < R_ * 128 / 64; ++i) prefetcht0(ptr[rPc + d_.prefetch + 64 * i]);
-    const int ps = (d_.prefetch / 8 + 63) / 64 * 64;
-    for (int i = 0; i < (R_ * 16 + 63) / 64; ++i) prefetcht0(ptr[rPs + ps + 64 * i]);
+    // One sequential stream: the record's lines, a fixed distance ahead.
+    for (int i = 0; i < (R_ * 148 + 63) / 64; ++i) prefetcht0(ptr[rPc + d_.prefetch + 64 * i]);
   }
   for (int p = 0; p < P_; ++p)
     for (int h = 0; h < 2; ++h) half_pair(p, h);

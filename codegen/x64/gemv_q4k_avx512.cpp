@@ -164,8 +164,8 @@ void GemvQ4KAvx512::group_body() {
   mov(rPc, rGroup);
   imul(rPc, rPc, static_cast<int>(group_stride));
   add(rPc, rW);
-  lea(rPs, ptr[rPc + S_ * R_ * 128]);
-  lea(rPd, ptr[rPc + S_ * R_ * 144]);
+  lea(rPs, ptr[rPc + R_ * 128]);  // super-block records: codes, scales, d
+  lea(rPd, ptr[rPc + R_ * 144]);
   mov(rPx, qword[rArgs + kArgX]);
   mov(rPw, rsp);
   for (int p = 0; p < P_; ++p) vpxord(zAcc[p], zAcc[p], zAcc[p]);
@@ -173,9 +173,9 @@ void GemvQ4KAvx512::group_body() {
   mov(rCnt, S_);
   L(sb);
   superblock();
-  add(rPc, R_ * 128);
-  add(rPs, R_ * 16);
-  add(rPd, R_ * 4);
+  add(rPc, R_ * 148);
+  add(rPs, R_ * 148);
+  add(rPd, R_ * 148);
   add(rPx, kQ8KBytes);
   add(rPw, kScratchPerSb);
   dec(rCnt);
@@ -268,10 +268,8 @@ void GemvQ4KAvx512::pair(int p) {
 
 void GemvQ4KAvx512::prefetch() {
   if (d_.prefetch == 0) return;
-  for (int i = 0; i < R_ * 128 / 64; ++i) prefetcht0(ptr[rPc + d_.prefetch + 64 * i]);
-  // The scales stream moves 8x slower than the codes: same lead time, 1/8 of the distance.
-  const int ps = (d_.prefetch / 8 + 63) / 64 * 64;
-  for (int i = 0; i < (R_ * 16 + 63) / 64; ++i) prefetcht0(ptr[rPs + ps + 64 * i]);
+  // One sequential stream (super-block records): the record's lines, a fixed distance ahead.
+  for (int i = 0; i < (R_ * 148 + 63) / 64; ++i) prefetcht0(ptr[rPc + d_.prefetch + 64 * i]);
 }
 
 void GemvQ4KAvx512::reduce_pair(int p, const Reg64& base, int64_t offset) {
