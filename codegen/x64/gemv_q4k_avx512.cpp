@@ -100,7 +100,13 @@ void GemvQ4KAvx512::generate_gemv() {
   L(groups);
   group_body();
   for (int p = 0; p < P_; ++p) reduce_pair(p, rsp, scratch_bytes());
-  write_rows(rArgs, rGroup, R_, ptr[rsp + scratch_bytes()], acc_);
+  // The R row sums as lanes 0..R-1, stored under a row mask (no per-row loop).
+  if (R_ <= 8) {
+    vmovups(Ymm(zV.getIdx()), ptr[rsp + scratch_bytes()]);
+  } else {
+    vmovups(zV, ptr[rsp + scratch_bytes()]);
+  }
+  store_lanes(rArgs, rGroup, R_, zV, zT, acc_);
   inc(rGroup);
   cmp(rGroup, rGroupEnd);
   jb(groups, T_NEAR);

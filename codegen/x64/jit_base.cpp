@@ -92,11 +92,11 @@ void JitKernelBase::write_rows(const Reg64& args, const Reg64& group, int row_bl
   L(done);
 }
 
-void JitKernelBase::store_lanes16(const Reg64& args, const Reg64& group, const Zmm& acc,
-                                  const Zmm& tmp, bool accumulate) {
+void JitKernelBase::store_lanes(const Reg64& args, const Reg64& group, int row_block, const Zmm& acc,
+                                const Zmm& tmp, bool accumulate) {
   // rax = first row of the group; rcx = lo, rdx = hi (lane bounds inside the group).
   mov(rax, group);
-  shl(rax, 4);
+  imul(rax, rax, row_block);
   mov(rcx, qword[args + kArgR0]);
   sub(rcx, rax);
   xor_(r11d, r11d);
@@ -104,7 +104,7 @@ void JitKernelBase::store_lanes16(const Reg64& args, const Reg64& group, const Z
   cmovl(rcx, r11);
   mov(rdx, qword[args + kArgR1]);
   sub(rdx, rax);
-  mov(r11d, 16);
+  mov(r11d, row_block);
   cmp(rdx, r11);
   cmovg(rdx, r11);
   // mask = ((1 << hi) - 1) & ~((1 << lo) - 1)

@@ -38,11 +38,15 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
   // [r0, r1); with `accumulate`, y += alpha * tmp. Clobbers rax, rcx, rdx, r11, xmm0, xmm1, xmm2.
   void write_rows(const Xbyak::Reg64& args, const Xbyak::Reg64& group, int row_block,
                   const Xbyak::Address& tmp_base, bool accumulate);
-  // Row-per-lane kernels (16 rows per group): stores lane i of `acc` to y[group*16 + i] for
-  // the rows inside [r0, r1) with a k2 write mask (y += alpha * acc when `accumulate`).
-  // Clobbers rax, rcx, rdx, r11, k2 and `tmp`.
+  // AVX-512 kernels with R = row_block (<= 16) rows per group: stores lane i of `acc` to
+  // y[group*R + i] for the rows inside [r0, r1) with a k2 write mask (y += alpha * acc when
+  // `accumulate`). Clobbers rax, rcx, rdx, r11, k2 and `tmp`.
+  void store_lanes(const Xbyak::Reg64& args, const Xbyak::Reg64& group, int row_block, const Xbyak::Zmm& acc,
+                   const Xbyak::Zmm& tmp, bool accumulate);
   void store_lanes16(const Xbyak::Reg64& args, const Xbyak::Reg64& group, const Xbyak::Zmm& acc,
-                     const Xbyak::Zmm& tmp, bool accumulate);
+                     const Xbyak::Zmm& tmp, bool accumulate) {
+    store_lanes(args, group, 16, acc, tmp, accumulate);
+  }
 
  private:
   GemvFn fn_ = nullptr;
