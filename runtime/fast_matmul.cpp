@@ -174,9 +174,16 @@ void MatOp::zero_rows(int tid, int nth, Tensor& y) const {
 
 // Column c of x multiplies matrix c % n_mats (one matrix, or one per head of a 3-D weight).
 void MatOp::run_dense(int tid, int nth, const Tensor& x, Tensor& y) const {
-  const Range rr = split_range(N_, nth, tid, row_block_);
   const int64_t cols = x.rows(), xrb = x.row_size();
   const int64_t per_mat = cols / n_mats_;
+  if (per_mat == 1 && n_mats_ >= 2 * nth) {
+    // One column per head (decode): whole heads per thread, one kernel call each, instead of
+    // every thread taking a slice of every head.
+    const Range hr = split_range(n_mats_, nth, tid, 1);
+    for (int64_t m = hr.begin; m < hr.end; ++m) rows(m, 0, N_, x.cdata + m * xrb, y.f32() + m * N_);
+    return;
+  }
+  const Range rr = split_range(N_, nth, tid, row_block_);
   for (int64_t m = 0; m < n_mats_; ++m)
     for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
       const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
