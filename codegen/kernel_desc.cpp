@@ -152,12 +152,13 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
 }
 
 int prefetch_distance(GgmlType weight, isa::Tuning tuning) {
-  // Q4_K streams best from DRAM at twice the base distance: measured on the development host
-  // (bench kernels, DRAM regime, 1 thread, process CPU clock), 8 KiB gave +6 points of read
-  // bandwidth at K = 2048 and equal figures at K = 4608 and 7168. Q6_K lost 3-4 points at
-  // 8 KiB; Q5_K and Q8_0 were flat, so they keep the base distance.
+  // Q4_K and Q6_K (one record per super-block, kernels/pack.h) stream best from DRAM at twice
+  // the base distance: measured on the development host (bench kernels, DRAM regime, 1 thread),
+  // 8 KiB gave Q4_K +6 points of read bandwidth at K = 2048 and equal figures at K = 4608 and
+  // 7168; Q6_K's 3392-byte records ran at 50% of the read bandwidth at 4 KiB, 70% at 8 KiB and
+  // 64-67% at 10-12 KiB. Q5_K and Q8_0 were flat, so they keep the base distance.
   const int base = isa::tuning_hints(tuning).prefetch_distance;
-  return weight == GgmlType::Q4_K ? 2 * base : base;
+  return weight == GgmlType::Q4_K || weight == GgmlType::Q6_K ? 2 * base : base;
 }
 
 KernelDesc default_gemm_desc(GgmlType weight, int32_t cols, isa::Target target, KernelOp op) {

@@ -3,7 +3,7 @@
 // runtime, the tests and the benchmarks alike.
 //
 // Rows are grouped by `row_block` (R, even). A group's bytes are contiguous and 64-byte
-// aligned; rows beyond `rows` in the last group are zero. Q4_K and Q5_K groups hold one
+// aligned; rows beyond `rows` in the last group are zero. K-quant groups hold one
 // contiguous record per super-block b (S = K/256 of them), so a group streams from memory as
 // a single sequential run (code and scale regions read side by side cost about a third of
 // one core's DRAM bandwidth):
@@ -28,12 +28,13 @@
 //       d [nb][16] f16. Group stride round_up(nb*288, 64).
 // F32 / F16 / BF16: [K][16 rows] elements (column-major inside the group).
 // Q6_K (S = K/256 super-blocks; 6-bit codes c = q + 32 in 0..63; sub-block s = 0..15 of 16):
-//   low nibbles at 0:      [S][32 chunks (4s'+j, s' = 0..7, j = 0..3)][16 rows][4 bytes]:
-//                          byte t = c(16s'+4j+t) & 15 | (c(16(s'+8)+4j+t) & 15) << 4
-//   high bits at S*2048:   [S][16 chunks (4s''+j, s'' = 0..3)][16 rows][4 bytes]:
-//                          bits 2k..2k+1 of byte t = c(16(s''+4k)+4j+t) >> 4, k = 0..3
-//   scales at S*3072:      [S][16 sub-blocks][16 rows] int8
-//   d at S*3328:           [S][16 rows] f16. Group stride round_up(S*3360, 64).
+//   one 3392-byte record per super-block (53 cache lines; group stride S*3392), at offsets
+//   0     low nibbles [32 chunks (4s'+j, s' = 0..7, j = 0..3)][16 rows][4 bytes]:
+//         byte t = c(16s'+4j+t) & 15 | (c(16(s'+8)+4j+t) & 15) << 4
+//   2048  high bits [16 chunks (4s''+j, s'' = 0..3)][16 rows][4 bytes]:
+//         bits 2k..2k+1 of byte t = c(16(s''+4k)+4j+t) >> 4, k = 0..3
+//   3072  scales [16 sub-blocks][16 rows] int8
+//   3328  d [16 rows] f16; 3360..3391 zero.
 // Q5_K (S super-blocks, sub-block s = 0..7 of 32; 5-bit codes c in 0..31): one contiguous
 //   2880-byte record per super-block (group stride S*2880), at record offsets
 //   0     low nibbles [32 chunks (8s'+j, s' = 0..3, j = 0..7)][16 rows][4 bytes]:

@@ -32,7 +32,7 @@
 
 namespace zenmoe::plan {
 
-// 2: Q4_K packed groups hold one record per super-block (kernels/pack.h).
+// 2: Q4_K and Q6_K packed groups hold one record per super-block (kernels/pack.h).
 inline constexpr uint32_t kPlanVersion = 2;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 

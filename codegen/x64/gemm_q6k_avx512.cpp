@@ -40,7 +40,7 @@ class GemmQ6K : public JitGemmBase {
   Zmm sb(int t) const { return Zmm(16 + t); }    // zmm16 .. zmm23
   Zmm isum(int t) const { return Zmm(24 + t); }  // zmm24 .. zmm31
 
-  int64_t group_stride() const { return (int64_t{S_} * 16 * 210 + 63) / 64 * 64; }
+  int64_t group_stride() const { return int64_t{S_} * 3392; }
   void prep() override;
   void body(int m) override;
   void superblock(int m);
@@ -90,18 +90,18 @@ void GemmQ6K::body(int m) {
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
   add(rPlo, qword[rArgs + 0]);
-  lea(rPhi, ptr[rPlo + S_ * 2048]);
-  lea(rPsc, ptr[rPlo + S_ * 3072]);
-  lea(rPd, ptr[rPlo + S_ * 3328]);
+  lea(rPhi, ptr[rPlo + 2048]);  // super-block records (kernels/pack.h)
+  lea(rPsc, ptr[rPlo + 3072]);
+  lea(rPd, ptr[rPlo + 3328]);
   mov(rPa, slot_act());
   for (int t = 0; t < m; ++t) vpxord(acc(t), acc(t), acc(t));
   mov(rCnt, S_);
   L(sbl);
   superblock(m);
-  add(rPlo, 2048);
-  add(rPhi, 1024);
-  add(rPsc, 256);
-  add(rPd, 32);
+  add(rPlo, 3392);
+  add(rPhi, 3392);
+  add(rPsc, 3392);
+  add(rPd, 3392);
   add(rPa, kTokens * kActBytes);
   dec(rCnt);
   jnz(sbl, T_NEAR);

@@ -43,7 +43,7 @@ class GemvQ6KAvx2 : public JitKernelBase {
   const Ymm yI0[2] = {ymm7, ymm8}, yI1[2] = {ymm9, ymm10}, ySb[2] = {ymm11, ymm12}, yAcc[2] = {ymm13, ymm14};
   const Ymm yS = ymm15;
 
-  int64_t group_stride() const { return (int64_t{S_} * kRows * 210 + 63) / 64 * 64; }
+  int64_t group_stride() const { return int64_t{S_} * 3392; }
   int64_t bias_bytes() const { return int64_t{S_} * 64; }
   Address mask(int off) { return ptr[rK + off]; }
   void prep_bsums();
@@ -69,9 +69,9 @@ void GemvQ6KAvx2::generate() {
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
   add(rPlo, qword[rArgs + kArgW]);
-  lea(rPhi, ptr[rPlo + S_ * 2048]);
-  lea(rPsc, ptr[rPlo + S_ * 3072]);
-  lea(rPd, ptr[rPlo + S_ * 3328]);
+  lea(rPhi, ptr[rPlo + 2048]);  // super-block records (kernels/pack.h)
+  lea(rPsc, ptr[rPlo + 3072]);
+  lea(rPd, ptr[rPlo + 3328]);
   mov(rPx, qword[rArgs + kArgX]);
   mov(rScr, rsp);
   for (const Ymm& a : yAcc) vxorps(a, a, a);
@@ -112,11 +112,8 @@ void GemvQ6KAvx2::superblock() {
   for (const Ymm& s : ySb) vpxor(s, s, s);
   for (int s = 0; s < 8; ++s) subblock_pair(s);
   if (d_.prefetch != 0) {
-    for (int i = 0; i < 2048 / 64; ++i) prefetcht0(ptr[rPlo + d_.prefetch + 64 * i]);
-    const int ph = (d_.prefetch / 2 + 63) / 64 * 64;
-    for (int i = 0; i < 1024 / 64; ++i) prefetcht0(ptr[rPhi + ph + 64 * i]);
-    const int ps = (d_.prefetch / 8 + 63) / 64 * 64;
-    for (int i = 0; i < 256 / 64; ++i) prefetcht0(ptr[rPsc + ps + 64 * i]);
+    // One sequential stream: the record's 53 lines, a fixed distance ahead.
+    for (int i = 0; i < 3392 / 64; ++i) prefetcht0(ptr[rPlo + d_.prefetch + 64 * i]);
   }
   vbroadcastss(yXa, ptr[rPx]);
   for (int h = 0; h < 2; ++h) {
@@ -125,10 +122,10 @@ void GemvQ6KAvx2::superblock() {
     vmulps(yT, yT, yXa);
     vfmadd231ps(yAcc[h], ySb[h], yT);
   }
-  add(rPlo, 2048);
-  add(rPhi, 1024);
-  add(rPsc, 256);
-  add(rPd, 32);
+  add(rPlo, 3392);
+  add(rPhi, 3392);
+  add(rPsc, 3392);
+  add(rPd, 3392);
   add(rPx, kQ8KBytes);
   add(rScr, 64);
 }

@@ -31,7 +31,7 @@ class GemvQ6KAvx512 : public JitKernelBase {
   const Zmm zAccF = zmm0, zSb = zmm1, zA0 = zmm2, zA1 = zmm3, zV = zmm4, zH = zmm5, zA = zmm6;
   const Zmm zB = zmm7, zT = zmm8, zS = zmm9, zD = zmm10, zM0F = zmm11, zM30 = zmm12;
 
-  int64_t group_stride() const { return (int64_t{S_} * kRows * 210 + 63) / 64 * 64; }
+  int64_t group_stride() const { return int64_t{S_} * 3392; }
   void prep_bsums();
   void superblock();
   void subblock_pair(int s);
@@ -58,9 +58,9 @@ void GemvQ6KAvx512::generate() {
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
   add(rPlo, qword[rArgs + kArgW]);
-  lea(rPhi, ptr[rPlo + S_ * 2048]);
-  lea(rPsc, ptr[rPlo + S_ * 3072]);
-  lea(rPd, ptr[rPlo + S_ * 3328]);
+  lea(rPhi, ptr[rPlo + 2048]);  // super-block records (kernels/pack.h)
+  lea(rPsc, ptr[rPlo + 3072]);
+  lea(rPd, ptr[rPlo + 3328]);
   mov(rPx, qword[rArgs + kArgX]);
   mov(rScr, rsp);
   vpxord(zAccF, zAccF, zAccF);
@@ -102,16 +102,13 @@ void GemvQ6KAvx512::superblock() {
   vmulps(zD, zD, ptr_b[rPx]);
   vfmadd231ps(zAccF, zSb, zD);
   if (d_.prefetch != 0) {
-    for (int i = 0; i < 2048 / 64; ++i) prefetcht0(ptr[rPlo + d_.prefetch + 64 * i]);
-    const int ph = (d_.prefetch / 2 + 63) / 64 * 64;
-    for (int i = 0; i < 1024 / 64; ++i) prefetcht0(ptr[rPhi + ph + 64 * i]);
-    const int ps = (d_.prefetch / 8 + 63) / 64 * 64;
-    for (int i = 0; i < 256 / 64; ++i) prefetcht0(ptr[rPsc + ps + 64 * i]);
+    // One sequential stream: the record's 53 lines, a fixed distance ahead.
+    for (int i = 0; i < 3392 / 64; ++i) prefetcht0(ptr[rPlo + d_.prefetch + 64 * i]);
   }
-  add(rPlo, 2048);
-  add(rPhi, 1024);
-  add(rPsc, 256);
-  add(rPd, 32);
+  add(rPlo, 3392);
+  add(rPhi, 3392);
+  add(rPsc, 3392);
+  add(rPd, 3392);
   add(rPx, kQ8KBytes);
   add(rScr, 64);
 }
