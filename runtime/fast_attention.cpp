@@ -4,6 +4,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
@@ -160,9 +161,31 @@ const float* MlaOp::f32_cache(const Tensor& cache) const {
   return kv_ == KvCacheType::F16 ? widened_.data() : cache.cf32();
 }
 
+// Rows (token t, head h) = t * H + h split so that every thread gets the same causal work:
+// row i costs the positions its token sees, pos[t] + 1 (later tokens of a prompt see more).
+static Range causal_rows(const Tensor& pos, int64_t T, int64_t H, int nth, int tid) {
+  double total = 0;
+  for (int64_t t = 0; t < T; ++t) total += (static_cast<double>(pos.ci32()[t]) + 1) * static_cast<double>(H);
+  auto boundary = [&](int k) -> int64_t {
+    if (k <= 0) return 0;
+    if (k >= nth) return T * H;
+    const double target = total * k / nth;
+    double cum = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const double w = static_cast<double>(pos.ci32()[t]) + 1;
+      if (cum + w * static_cast<double>(H) >= target)
+        return t * H + std::min<int64_t>(H, static_cast<int64_t>(std::ceil((target - cum) / w)));
+      cum += w * static_cast<double>(H);
+    }
+    return T * H;
+  };
+  return {boundary(tid), boundary(tid + 1)};
+}
+
 void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
   const int64_t H = in[0]->ne[1], T = in[0]->ne[2];
-  const Range rows = split_range(T * H, nth, tid);
+  // Decode-sized batches split rows evenly; prompt batches by causal work.
+  const Range rows = T <= kMlaGlueMaxTokens ? split_range(T * H, nth, tid) : causal_rows(*in[5], T, H, nth, tid);
   if (rows.begin >= rows.end) return;
   if (kv_ == KvCacheType::Q8_0) {
     if (avx512_ && T <= kMlaGlueMaxTokens) run_decode_q8(rows.begin, rows.end, in, y, sc);
