@@ -61,6 +61,7 @@ class GemvQ4KAvx512 : public JitKernelBase {
   void pair(int p);
   void dot(const Zmm& acc, const Zmm& u, const Zmm& s);
   void reduce_pair(int p, const Reg64& base, int64_t offset);
+  void reduce_four_pairs();
   void prefetch();
 
   KernelDesc d_;
@@ -86,6 +87,10 @@ void GemvQ4KAvx512::constants() {
     mov(eax, 0x00010001);
     vpbroadcastd(zOnes, eax);
   }
+  if (P_ == 4) {
+    mov(eax, 0x3333);
+    kmovw(k3, eax);
+  }
 }
 
 void GemvQ4KAvx512::generate_gemv() {
@@ -99,11 +104,11 @@ void GemvQ4KAvx512::generate_gemv() {
   constants();
   L(groups);
   group_body();
-  for (int p = 0; p < P_; ++p) reduce_pair(p, rsp, scratch_bytes());
   // The R row sums as lanes 0..R-1, stored under a row mask (no per-row loop).
-  if (R_ <= 8) {
-    vmovups(Ymm(zV.getIdx()), ptr[rsp + scratch_bytes()]);
+  if (P_ == 4) {
+    reduce_four_pairs();
   } else {
+    for (int p = 0; p < P_; ++p) reduce_pair(p, rsp, scratch_bytes());
     vmovups(zV, ptr[rsp + scratch_bytes()]);
   }
   store_lanes(rArgs, rGroup, R_, zV, zT, acc_);
@@ -144,7 +149,13 @@ void GemvQ4KAvx512::generate_gate_up() {
   and_(rax, gpb - 1);
   imul(rax, rax, R_ * 4);
   lea(rax, ptr[rsp + rax + hbuf]);
-  for (int p = 0; p < P_; ++p) reduce_pair(p, rax, 0);
+  // The same reduction as the plain GEMV, so fused and unfused outputs agree bit for bit.
+  if (P_ == 4) {
+    reduce_four_pairs();
+    vmovups(ptr[rax], Ymm(zV.getIdx()));
+  } else {
+    for (int p = 0; p < P_; ++p) reduce_pair(p, rax, 0);
+  }
   inc(rGroup);
   cmp(rGroup, rGroupEnd);
   jb(groups, T_NEAR);
@@ -288,6 +299,26 @@ void GemvQ4KAvx512::reduce_pair(int p, const Reg64& base, int64_t offset) {
   vshuff32x4(zT, a, a, 0xB1);
   vaddps(a, a, zT);
   vmovlps(ptr[base + offset + 8 * p], Xmm(a.getIdx()));
+}
+
+// Row block 8: the four pair accumulators (lane 2s + h: row 2p + h, sub-block s) folded
+// together into the eight row sums in lanes 0..7 of zV, without a trip through memory.
+void GemvQ4KAvx512::reduce_four_pairs() {
+  // Sum each accumulator's 128-bit quarters: quarter p of zV holds pair p's (even, odd,
+  // even, odd) partial sums.
+  vshuff32x4(zLo, zAcc[0], zAcc[1], 0x44);
+  vshuff32x4(zHi, zAcc[0], zAcc[1], 0xEE);
+  vaddps(zLo, zLo, zHi);
+  vshuff32x4(zIlo, zAcc[2], zAcc[3], 0x44);
+  vshuff32x4(zIhi, zAcc[2], zAcc[3], 0xEE);
+  vaddps(zIlo, zIlo, zIhi);
+  vshuff32x4(zHi, zLo, zIlo, 0x88);
+  vshuff32x4(zIhi, zLo, zIlo, 0xDD);
+  vaddps(zV, zHi, zIhi);
+  // Fold the two 64-bit halves of each quarter, then pack lanes 0, 1 of every quarter.
+  vpermilps(zT, zV, 0x4E);
+  vaddps(zV, zV, zT);
+  vcompressps(zV | k3 | T_z, zV);  // k3 = 0x3333 (constants())
 }
 
 }  // namespace
