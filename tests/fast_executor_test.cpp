@@ -213,6 +213,25 @@ TEST_F(FastVsReference, BenchShapesAgreeOver64Positions) {
   EXPECT_EQ(0, std::memcmp(again.data(), prefill.data(), again.size() * sizeof(float)));
 }
 
+// Every output row is computed by one thread with the same kernel whatever the split (rows of
+// each expert, whole heads), so decode logits are the same bits for 1, 2 and 3 threads.
+TEST_F(FastVsReference, DecodeLogitsDoNotDependOnThreadCount) {
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  const std::vector<int32_t> tokens = {5, 77, 300, 12, 901, 44, 3, 250};
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2, 3}) {
+    auto ex = fast(*model, threads, 8);
+    ASSERT_TRUE(ex);
+    std::vector<float> logits(tokens.size() * static_cast<size_t>(ex->n_vocab()));
+    for (size_t t = 0; t < tokens.size(); ++t)
+      ASSERT_TRUE(ex->eval({&tokens[t], 1}, logits.data() + t * static_cast<size_t>(ex->n_vocab()), false).is_ok());
+    runs.push_back(std::move(logits));
+  }
+  EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[2].data(), runs[0].size() * sizeof(float)));
+}
+
 TEST_F(FastVsReference, RefusesBadTokensAndContextOverflow) {
   auto model = gguf::Model::open(path_);
   ASSERT_TRUE(model.has_value()) << model.error();
