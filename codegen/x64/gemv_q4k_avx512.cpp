@@ -67,6 +67,9 @@ class GemvQ4KAvx512 : public JitKernelBase {
   KernelDesc d_;
   int R_, P_, S_;
   bool vnni_, acc_, fused_;
+  // Row block 8: a super-block's d and dmin of all rows, times d_x, as 16 floats at
+  // rsp + dsc_ (64-byte aligned); each pair broadcasts its two rows' values from there.
+  int64_t dsc_ = -1;
 };
 
 void GemvQ4KAvx512::generate() {
@@ -94,6 +97,7 @@ void GemvQ4KAvx512::constants() {
 }
 
 void GemvQ4KAvx512::generate_gemv() {
+  if (R_ == 8) dsc_ = scratch_bytes() + 64;
   enter_frame(scratch_bytes() + 128);
   Label groups, done;
   mov(rax, qword[rArgs + kArgR0]);
@@ -125,7 +129,8 @@ void GemvQ4KAvx512::generate_gate_up() {
   const int gpb = 512 / R_;                        // row groups per Q8_K block of outputs
   const int64_t hbuf = scratch_bytes();            // 512 floats: gate/up interleaved
   const int64_t slot = hbuf + 2048;                // call record, block, block end
-  enter_frame(slot + 64);
+  if (R_ == 8) dsc_ = slot + 64;
+  enter_frame(slot + 128);
   Label blocks, groups, done;
   mov(rax, qword[rArgs + kArgR0]);
   cmp(rax, qword[rArgs + kArgR1]);
@@ -232,6 +237,11 @@ void GemvQ4KAvx512::superblock() {
   vpshufd(zT, zBS, 0xB1);
   vpaddd(zBS, zBS, zT);
   vbroadcastss(zDY, ptr[rPx]);
+  if (dsc_ >= 0) {
+    vcvtph2ps(zDd, ptr[rPd]);  // d of rows 0..7, then dmin of rows 0..7
+    vmulps(zDd, zDd, zDY);
+    vmovaps(ptr[rsp + dsc_], zDd);
+  }
   prefetch();
   for (int p = 0; p < P_; ++p) pair(p);
 }
@@ -271,12 +281,17 @@ void GemvQ4KAvx512::pair(int p) {
   vpmulld(zIlo, zIlo, zS);
   vpmovzxbd(zM, ptr[rPs + 32 * p + 16]);
   vpmulld(zM, zM, zBS);
-  vpbroadcastd(Ymm(zDd.getIdx()), ptr[rPd + 4 * p]);
-  vcvtph2ps(zDd, Ymm(zDd.getIdx()));
-  vmulps(zDd, zDd, zDY);
-  vpbroadcastd(Ymm(zDm.getIdx()), ptr[rPd + 2 * R_ + 4 * p]);
-  vcvtph2ps(zDm, Ymm(zDm.getIdx()));
-  vmulps(zDm, zDm, zDY);
+  if (dsc_ >= 0) {
+    vbroadcastsd(zDd, ptr[rsp + dsc_ + 8 * p]);
+    vbroadcastsd(zDm, ptr[rsp + dsc_ + 32 + 8 * p]);
+  } else {
+    vpbroadcastd(Ymm(zDd.getIdx()), ptr[rPd + 4 * p]);
+    vcvtph2ps(zDd, Ymm(zDd.getIdx()));
+    vmulps(zDd, zDd, zDY);
+    vpbroadcastd(Ymm(zDm.getIdx()), ptr[rPd + 2 * R_ + 4 * p]);
+    vcvtph2ps(zDm, Ymm(zDm.getIdx()));
+    vmulps(zDm, zDm, zDY);
+  }
   vcvtdq2ps(zIlo, zIlo);
   vfmadd231ps(zAcc[p], zIlo, zDd);
   vcvtdq2ps(zM, zM);
