@@ -8,8 +8,9 @@
 // a single sequential run (code and scale regions read side by side cost about a third of
 // one core's DRAM bandwidth):
 //
-// Q4_K (R rows, record b at b*R*148, group stride = round_up(S*R*148, 64); R = 16 makes
-// every record 37 cache lines, so all code loads are aligned):
+// Q4_K (R rows, record b at b*R*148, group stride = round_up(S*R*148, 64); the kernels use
+// R = 8, 1184-byte records, every other one starting mid-line: R = 16 records are whole
+// cache lines but measured slower from DRAM):
 //   codes  at +0:         [R/2 pairs][4 chunks][64 bytes]. In chunk c of pair (A, B),
 //                         the 32-bit lane l = 2s + h (h = 0 row A, 1 row B; sub-block
 //                         s = 0..7) holds in byte t (0..3) the code of weight 32s+4c+t in
