@@ -643,7 +643,10 @@ TEST(PlanFileRegressions, EveryKeptInputIsRefusedCleanly) {
   const fs::path dir = fs::path(ZENMOE_SOURCE_DIR) / "tests" / "fuzz" / "regressions-plan";
   size_t n = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
-    const std::string bytes = slurp(e.path().string());
+    std::string bytes = slurp(e.path().string());
+    // Kept inputs carry this plan version, so they reach the parts of the parser they were
+    // kept for instead of stopping at the version check.
+    if (bytes.size() >= 8 && bytes.compare(0, 4, "ZPLN") == 0) std::memcpy(bytes.data() + 4, &kPlanVersion, 4);
     uint64_t id = 0;
     Expected<PlanHeader> h = detail::parse_plan(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
                                                 e.path().filename().string(), &id);
