@@ -83,6 +83,40 @@ TEST(FusionPass, TwoLayerGraphGetsTheFusedOps) {
   EXPECT_EQ(ir::print_graph(*back), ir::print_graph(*g));
 }
 
+// A broken gate_up_swiglu_id node (as a hand-edited plan could hold) is refused with one line
+// that names what does not fit.
+TEST(FusionPass, VerifierRefusesBrokenRoutedGateUp) {
+  auto built = ir::build_graph(testing::tiny_info(q8_spec()));
+  ASSERT_TRUE(built.has_value());
+  ASSERT_TRUE(ir::run_pipeline(*built, fuse_all()).is_ok());
+  const ir::Graph good = *built;
+  auto node = [](ir::Graph& g) -> ir::Node& {
+    return *std::find_if(g.nodes.begin(), g.nodes.end(), [](const ir::Node& n) { return n.op == ir::OpKind::GateUpSwiGluId; });
+  };
+  auto error = [](const ir::Graph& g) {
+    Status s = ir::verify(g);
+    return s.is_ok() ? std::string("(accepted)") : s.message();
+  };
+  std::vector<std::string> errors;
+  ir::Graph g = good;  // ids that are not i32
+  g.values[static_cast<size_t>(node(g).inputs[3])].type = GgmlType::F32;
+  errors.push_back(error(g));
+  EXPECT_NE(errors.back().find("expected i32"), std::string::npos) << errors.back();
+  g = good;  // up weight of another shape than gate
+  g.values[static_cast<size_t>(node(g).inputs[1])].shape[1] *= 2;
+  errors.push_back(error(g));
+  EXPECT_NE(errors.back().find("expected"), std::string::npos) << errors.back();
+  g = good;  // three inputs: the ids are missing
+  node(g).inputs.pop_back();
+  errors.push_back(error(g));
+  EXPECT_NE(errors.back(), "(accepted)");
+  g = good;  // an output that is not one row per slot
+  g.values[static_cast<size_t>(node(g).outputs[0])].shape[1] += 1;
+  errors.push_back(error(g));
+  EXPECT_NE(errors.back().find("expected"), std::string::npos) << errors.back();
+  for (const std::string& e : errors) EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+}
+
 TEST(FusionPass, DefaultOptionsChangeNothingAndKernelPredicateIsHonoured) {
   auto g = ir::build_graph(testing::tiny_info(q8_spec()));
   ASSERT_TRUE(g.has_value());
