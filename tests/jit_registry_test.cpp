@@ -99,7 +99,7 @@ KernelDesc base_desc() {
 
 TEST(JitDesc, CanonicalName) {
   EXPECT_EQ(canonical_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5");
-  EXPECT_EQ(instance_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf8192_v1");
+  EXPECT_EQ(instance_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf4096_v1");
   KernelDesc d = base_desc();
   d.op = KernelOp::kGemvAccumulate;
   d.row_block = 4;
