@@ -130,6 +130,40 @@ TEST(BenchCli, EveryFormatAgainstItsBaselines) {
   }
 }
 
+// --rounds measures the list again; each measurement carries its round and is compared with
+// the baseline of its own round.
+TEST(BenchCli, RoundsPairBaselinesWithinARound) {
+  RunResult r = run_cli("bench kernels --json --formats q8_0 --regimes l2 --threads 1 --kernels jit,onednn "
+                        "--shapes 512x48 --min-time 0.002 --reps 2 --dram-mib 2 --rounds 3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  std::map<int, std::map<std::string, nlohmann::json>> by_round;
+  for (const auto& o : j) by_round[o["round"].get<int>()][o["kernel"].get<std::string>()] = o;
+  ASSERT_EQ(by_round.size(), 3u);
+  auto target = isa::resolve_target("");
+  ASSERT_TRUE(target);
+  const std::string name = canonical_name(default_gemv_desc(GgmlType::Q8_0, 512, *target));
+  for (auto& [round, kernels] : by_round) {
+    SCOPED_TRACE(round);
+    ASSERT_TRUE(kernels.count(name)) << r.err;
+    ASSERT_TRUE(kernels.count("onednn_s8_m1")) << r.err;
+    const nlohmann::json& o = kernels[name];
+    ASSERT_TRUE(o.contains("speedup_vs_onednn")) << o.dump();
+    EXPECT_NEAR(o["speedup_vs_onednn"].get<double>(),
+                o["gflops"].get<double>() / kernels["onednn_s8_m1"]["gflops"].get<double>(), 1e-9);
+  }
+  // The table: one line per kernel in the versus section, however many rounds.
+  RunResult t = run_cli("bench kernels --formats q8_0 --regimes l2 --threads 1 --kernels jit,onednn "
+                        "--shapes 512x48 --min-time 0.002 --reps 2 --dram-mib 2 --rounds 2");
+  ASSERT_EQ(t.status, 0) << t.err;
+  const size_t versus = t.out.find("versus baselines");
+  ASSERT_NE(versus, std::string::npos) << t.out;
+  const std::string tail = t.out.substr(versus);
+  size_t lines = 0;
+  for (size_t p = tail.find(name); p != std::string::npos; p = tail.find(name, p + 1)) ++lines;
+  EXPECT_EQ(lines, 1u) << tail;
+}
+
 // The fused gate+up kernel streams the same rows as the plain Q4_K GEMV (as gate/up pairs)
 // and is reported next to it.
 TEST(BenchCli, FusedGateUpAgainstPlainGemv) {
@@ -204,7 +238,8 @@ TEST(BenchCli, BadFlagsExitOneWithOneLine) {
                            "bench kernels --min-time x", "bench kernels --isa sse9",
                            "bench kernels extra", "bench nonsense", "bench bandwidth --bogus",
                            "bench bandwidth --threads -1", "bench bandwidth --buffer-mib 0",
-                           "bench kernels --clock sun", "bench bandwidth --clock sun"}) {
+                           "bench kernels --clock sun", "bench bandwidth --clock sun",
+                           "bench kernels --rounds 0", "bench kernels --rounds two"}) {
     RunResult r = run_cli(args);
     EXPECT_EQ(r.status, 1) << args;
     EXPECT_TRUE(r.out.empty()) << args;

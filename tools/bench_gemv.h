@@ -100,6 +100,7 @@ struct CaseResult {
   double fraction_of_read_bw = 0;
   double gflops = 0;
   int reps = 0;
+  int round = 0;                // bench kernels --rounds: which pass over the list
 };
 
 struct MeasureOptions {

@@ -27,6 +27,7 @@ struct KernelsConfig {
   std::vector<Regime> regimes;
   std::set<Family> families;
   MeasureOptions opt;
+  int rounds = 1;
   int64_t dram_bytes = 0;
   int64_t max_matrix_bytes = 0;
   std::string isa, dump_dir;
@@ -43,6 +44,7 @@ const std::vector<FlagSpec>& kernels_flags() {
       {"kernels", "", true, "families: jit, fused (gate+up+SwiGLU, q4_K), cxx, onednn (default all)"},
       {"min-time", "", true, "seconds per measurement over all repetitions (default 0.5)"},
       {"reps", "", true, "repetitions; the median is reported (default 5)"},
+      {"rounds", "", true, "measure the whole list N times in turn; ratios are medians of same-round pairs (default 1)"},
       {"dram-mib", "", true, "bytes streamed in the DRAM regime and by the bandwidth probe (default: 4x L3, >= 1024)"},
       {"max-matrix-mib", "", true, "skip matrices larger than this (default 3072)"},
       {"dump", "", true, "write each generated kernel to DIR as a raw binary"},
@@ -94,12 +96,14 @@ Expected<KernelsConfig> parse_config(const Args& a) {
   const CacheSizes caches = read_cache_sizes();
   auto min_time = a.get_double("min-time", 0.5, 1e-4, 3600);
   auto reps = a.get_int("reps", 5, 1, 1000);
+  auto rounds = a.get_int("rounds", 1, 1, 100);
   auto dram = a.get_int("dram-mib", dram_working_set_bytes(caches) >> 20, 1, int64_t{1} << 20);
   auto maxm = a.get_int("max-matrix-mib", 3072, 1, int64_t{1} << 20);
-  for (const Status& s : {min_time.status(), reps.status(), dram.status(), maxm.status()})
+  for (const Status& s : {min_time.status(), reps.status(), rounds.status(), dram.status(), maxm.status()})
     ZENMOE_RETURN_IF_ERROR(s);
   c.opt.min_time = *min_time;
   c.opt.reps = static_cast<int>(*reps);
+  c.rounds = static_cast<int>(*rounds);
   c.dram_bytes = *dram << 20;
   c.max_matrix_bytes = *maxm << 20;
   c.isa = a.get("isa");
@@ -162,7 +166,7 @@ nlohmann::json to_json(const CaseResult& r, int64_t working_set) {
           {"bytes_per_call", r.bytes_per_call}, {"seconds_per_call", r.seconds},
           {"weight_gbps", r.weight_gbps}, {"read_bw_gbps", r.read_bw_gbps},
           {"fraction_of_read_bw", r.fraction_of_read_bw}, {"gflops", r.gflops}, {"reps", r.reps},
-          {"impl", r.impl}, {"clock", measure_clock_name()}};
+          {"impl", r.impl}, {"clock", measure_clock_name()}, {"round", r.round}};
 }
 
 void print_header() {
@@ -187,6 +191,10 @@ class CaseRunner {
  public:
   CaseRunner(const KernelsConfig& cfg, BandwidthProbe& probe, nlohmann::json& out)
       : cfg_(cfg), probe_(probe), out_(out), caches_(read_cache_sizes()) {}
+
+  // Rounds measure the same list again; a measurement is compared only with the baselines of
+  // its own round, so slow drifts of the host (bandwidth, clock) cancel in the ratios.
+  void set_round(int round) { round_ = round; }
 
   void run(const GemvShape& shape, const RunnerRequest& req, Regime regime) {
     const int64_t bpr = approx_row_bytes(req, shape.cols);
@@ -219,6 +227,7 @@ class CaseRunner {
     // regimes reuse the latest figure for the same thread count.
     if (regime == Regime::kDram || !bw_.count(t)) bw_[t] = probe_.measure(team, cfg_.opt.reps).median_gbps;
     CaseResult r = measure_case(runner, team, regime, plan.copies, bw_[t], cfg_.opt);
+    r.round = round_;
     r.shape = shape.name;
     r.rows = shape.rows;
     r.measured_rows = runner.rows();  // plan.rows, or whole Q8_K blocks for the fused kernel
@@ -235,12 +244,15 @@ class CaseRunner {
   }
 
   // Each generated kernel and C++ loop against its format's oneDNN baseline (and each
-  // generated kernel against the C++ loop) at the same shape, regime and thread count:
+  // generated kernel against the C++ loop) at the same shape, regime, thread count and round:
   // ratios of GFLOP/s, so cache regimes that measure different row counts still compare.
-  // JSON: fields added to the measurement's object; table: one more section.
+  // JSON: fields added to the measurement's object (its own round's pair). Table: one more
+  // section, one line per measurement, medians over the rounds (ratios: median of the
+  // same-round ratios).
  public:
   void compare_with_baselines() {
-    bool header = false;
+    std::vector<std::string> order;
+    std::map<std::string, Versus> rows;
     for (const auto& m : done_) {
       if (m.req.family == Family::kOneDnn) continue;
       const Measured* base = nullptr;
@@ -249,41 +261,66 @@ class CaseRunner {
       const Measured* cxx = m.req.family == Family::kJit ? find(Family::kCxxLoop, m.req.format, m.r) : nullptr;
       // The fused kernel against the plain GEMV over the same bytes: weight GB/s ratio.
       const Measured* plain = m.req.family == Family::kJitFused ? find(Family::kJit, m.req.format, m.r) : nullptr;
+      if (!base && !cxx && !plain) continue;
+      const std::string key = m.r.kernel + "|" + m.r.shape + "|" + regime_name(m.r.regime) + "|" +
+                              std::to_string(m.r.threads);
+      Versus& v = rows[key];
+      if (v.rounds.empty()) order.push_back(key);
+      v.rounds.push_back(&m);
       if (plain) {
-        const double x = m.r.weight_gbps / plain->r.weight_gbps;
-        if (cfg_.json) out_[m.json_index]["fused_vs_plain_gbps"] = x;
-        else fused_lines_.push_back(m.r.kernel + " " + m.r.shape + " " + regime_name(m.r.regime) + " " +
-                                    std::to_string(m.r.threads) + "t: " + ratio(x) + " of " + plain->r.kernel);
+        v.plain = plain;
+        v.x_plain.push_back(m.r.weight_gbps / plain->r.weight_gbps);
+        if (cfg_.json) out_[m.json_index]["fused_vs_plain_gbps"] = v.x_plain.back();
         continue;
       }
-      if (!base && !cxx) continue;
-      const double x_dnn = base ? m.r.gflops / base->r.gflops : 0, x_cxx = cxx ? m.r.gflops / cxx->r.gflops : 0;
-      if (cfg_.json) {
-        nlohmann::json& j = out_[m.json_index];
-        if (base) {
-          j["onednn_baseline"] = base->r.kernel;
-          j["onednn_gflops"] = base->r.gflops;
-          j["speedup_vs_onednn"] = x_dnn;
-        }
-        if (cxx) {
-          j["cxx_loop_gflops"] = cxx->r.gflops;
-          j["speedup_vs_cxx_loop"] = x_cxx;
-        }
+      if (base) {
+        v.base = base;
+        v.x_dnn.push_back(m.r.gflops / base->r.gflops);
+      }
+      if (cxx) v.x_cxx.push_back(m.r.gflops / cxx->r.gflops);
+      if (!cfg_.json) continue;
+      nlohmann::json& j = out_[m.json_index];
+      if (base) {
+        j["onednn_baseline"] = base->r.kernel;
+        j["onednn_gflops"] = base->r.gflops;
+        j["speedup_vs_onednn"] = v.x_dnn.back();
+      }
+      if (cxx) {
+        j["cxx_loop_gflops"] = cxx->r.gflops;
+        j["speedup_vs_cxx_loop"] = v.x_cxx.back();
+      }
+    }
+    if (cfg_.json) return;
+    bool header = false;
+    std::vector<std::string> fused_lines;
+    for (const auto& key : order) {
+      const Versus& v = rows[key];
+      const CaseResult& r = v.rounds.front()->r;
+      std::vector<double> gbps, frac;
+      for (const Measured* m : v.rounds) {
+        gbps.push_back(m->r.weight_gbps);
+        frac.push_back(m->r.fraction_of_read_bw);
+      }
+      if (v.plain) {
+        fused_lines.push_back(r.kernel + " " + r.shape + " " + regime_name(r.regime) + " " +
+                              std::to_string(r.threads) + "t: " + ratio(median(v.x_plain)) + " of " +
+                              v.plain->r.kernel);
         continue;
       }
       if (!header) {
-        std::printf("\nversus baselines (GFLOP/s ratio at the same shape, regime and threads)\n");
+        std::printf("\nversus baselines (GFLOP/s ratio at the same shape, regime and threads%s)\n",
+                    cfg_.rounds > 1 ? "; medians over the rounds" : "");
         std::printf("%-44s %-6s %-22s %-5s %3s %8s %6s %9s %-16s %9s\n", "kernel", "format", "shape", "reg",
                     "thr", "GB/s", "%bw", "x oneDNN", "oneDNN", "x C++");
         header = true;
       }
-      std::printf("%-44s %-6s %-22s %-5s %3d %8.2f %5.1f%% %9s %-16s %9s\n", m.r.kernel.c_str(),
-                  m.r.format.c_str(), m.r.shape.c_str(), regime_name(m.r.regime), m.r.threads, m.r.weight_gbps,
-                  100 * m.r.fraction_of_read_bw, base ? ratio(x_dnn).c_str() : "-",
-                  base ? base->r.kernel.c_str() : "-", cxx ? ratio(x_cxx).c_str() : "-");
+      std::printf("%-44s %-6s %-22s %-5s %3d %8.2f %5.1f%% %9s %-16s %9s\n", r.kernel.c_str(), r.format.c_str(),
+                  r.shape.c_str(), regime_name(r.regime), r.threads, median(gbps), 100 * median(frac),
+                  v.base ? ratio(median(v.x_dnn)).c_str() : "-", v.base ? v.base->r.kernel.c_str() : "-",
+                  v.x_cxx.empty() ? "-" : ratio(median(v.x_cxx)).c_str());
     }
-    if (!fused_lines_.empty()) std::printf("\nfused gate+up+SwiGLU+Q8_K vs plain GEMV over the same bytes (GB/s ratio)\n");
-    for (const auto& l : fused_lines_) std::printf("%s\n", l.c_str());
+    if (!fused_lines.empty()) std::printf("\nfused gate+up+SwiGLU+Q8_K vs plain GEMV over the same bytes (GB/s ratio)\n");
+    for (const auto& l : fused_lines) std::printf("%s\n", l.c_str());
   }
 
  private:
@@ -307,10 +344,20 @@ class CaseRunner {
     CaseResult r;
     size_t json_index;
   };
+  struct Versus {  // one table line: a measurement over the rounds and its same-round ratios
+    std::vector<const Measured*> rounds;
+    const Measured *base = nullptr, *plain = nullptr;
+    std::vector<double> x_dnn, x_cxx, x_plain;
+  };
+  static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
   const Measured* find(Family fam, const std::string& format, const CaseResult& like) const {
     for (const auto& m : done_)
       if (m.req.family == fam && m.req.format == format && m.r.shape == like.shape &&
-          m.r.regime == like.regime && m.r.threads == like.threads)
+          m.r.regime == like.regime && m.r.threads == like.threads && m.r.round == like.round)
         return &m;
     return nullptr;
   }
@@ -318,11 +365,11 @@ class CaseRunner {
   const KernelsConfig& cfg_;
   BandwidthProbe& probe_;
   std::vector<Measured> done_;
-  std::vector<std::string> fused_lines_;
   nlohmann::json& out_;
   CacheSizes caches_;
   std::map<int, double> bw_;
   std::set<std::string> noted_;
+  int round_ = 0;
 };
 
 }  // namespace
@@ -344,9 +391,12 @@ int bench_kernels(int argc, char** argv, int first) {
   nlohmann::json out = nlohmann::json::array();
   if (!cfg->json) print_header();
   CaseRunner cases(*cfg, *probe, out);
-  for (const auto& shape : cfg->shapes)
-    for (const auto& req : requests(*cfg))
-      for (Regime regime : cfg->regimes) cases.run(shape, req, regime);
+  for (int round = 0; round < cfg->rounds; ++round) {
+    cases.set_round(round);
+    for (const auto& shape : cfg->shapes)
+      for (const auto& req : requests(*cfg))
+        for (Regime regime : cfg->regimes) cases.run(shape, req, regime);
+  }
   cases.compare_with_baselines();
   if (cfg->json) std::printf("%s\n", out.dump(2).c_str());
   if (!cfg->dump_dir.empty()) {
