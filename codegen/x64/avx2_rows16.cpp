@@ -5,14 +5,30 @@ namespace zenmoe::x64 {
 using namespace Xbyak;
 
 void emit_q80_sums(CodeGenerator& g, const Reg64& x, const Reg64& scr, const Reg64& cnt, int64_t nb, int bias) {
+  // sum(q) of a block in AVX2: vpmaddubsw of ones (unsigned) with the codes (signed) gives 16
+  // pair sums (|sum| <= 256, no saturation), vpmaddwd with ones 8 dword sums, then a
+  // horizontal add. Exact integers; the blocks are independent, so they overlap in flight.
+  const Ymm ones8 = g.ymm12, ones16 = g.ymm13, v = g.ymm14, t = g.ymm15;
+  g.mov(g.eax, 0x01010101);
+  g.vmovd(Xmm(ones8.getIdx()), g.eax);
+  g.vpbroadcastd(ones8, Xmm(ones8.getIdx()));
+  g.mov(g.eax, 0x00010001);
+  g.vmovd(Xmm(ones16.getIdx()), g.eax);
+  g.vpbroadcastd(ones16, Xmm(ones16.getIdx()));
   Label loop;
   g.mov(cnt, nb);
   g.L(loop);
-  g.xor_(g.edx, g.edx);
-  for (int j = 0; j < 32; ++j) {
-    g.movsx(g.eax, g.byte[x + 2 + j]);
-    g.add(g.edx, g.eax);
-  }
+  g.vmovdqu(v, g.ptr[x + 2]);
+  g.vpmaddubsw(v, ones8, v);
+  g.vpmaddwd(v, v, ones16);
+  const Xmm vx(v.getIdx()), tx(t.getIdx());
+  g.vextracti128(tx, v, 1);
+  g.vpaddd(vx, vx, tx);
+  g.vpshufd(tx, vx, 0x4E);
+  g.vpaddd(vx, vx, tx);
+  g.vpshufd(tx, vx, 0xB1);
+  g.vpaddd(vx, vx, tx);
+  g.vmovd(g.edx, vx);
   g.imul(g.edx, g.edx, bias);
   g.mov(g.dword[scr], g.edx);
   g.movzx(g.eax, g.word[x]);

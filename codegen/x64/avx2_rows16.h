@@ -15,7 +15,7 @@ namespace zenmoe::x64 {
 
 // Emits rCnt-counted loops and the per-call Q8_0 activation sums; usable by any generator.
 // Q8_0 activation blocks (34 bytes, nb of them at `x`): writes 8 bytes per block at `scr`,
-// bias * sum(q) as int32 and d as f32. Clobbers eax, edx, xmm15, x, scr and cnt.
+// bias * sum(q) as int32 and d as f32. Clobbers eax, edx, ymm12-ymm15, x, scr and cnt.
 void emit_q80_sums(Xbyak::CodeGenerator& g, const Xbyak::Reg64& x, const Xbyak::Reg64& scr,
                    const Xbyak::Reg64& cnt, int64_t nb, int bias);
 
