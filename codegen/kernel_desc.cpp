@@ -152,15 +152,16 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
 }
 
 int prefetch_distance(GgmlType weight, isa::Tuning tuning) {
-  // Measured with paired runs (each distance timed in turn, eight rounds, the median of the
+  // Measured with paired runs (each distance timed in turn, six to eight rounds, the median of the
   // per-round ratios; bench kernels, DRAM regime, Kimi and bench expert shapes):
   // - F32, F16 and BF16 do little work per cache line and the hardware prefetcher keeps up
   //   alone: no software prefetch was 6-23 % faster than 4 KiB at 1 thread.
   // - Q6_K's 3392-byte records need 8 KiB: +29-33 % over 4 KiB (an earlier host: 50 % of the
   //   read bandwidth at 4 KiB, 70 % at 8 KiB, 64-67 % at 10-12 KiB).
-  // - Q4_K: 4 KiB was 6-11 % faster than 8 KiB at 1 and 2 threads (2-3 KiB within 3 %). An
+  // - Q4_K: 4 KiB was 6-11 % faster than 8 KiB at 1 and 2 threads (2-3 KiB within 5 %). An
   //   earlier host had 8 KiB ahead by 6 points at K = 2048 and equal elsewhere.
-  // - Q5_K, Q8_0 and Q4_0 keep the base distance: 4 KiB beat 2 KiB and none, 8 KiB was flat.
+  // - Q5_K, Q8_0 and Q4_0 keep the base distance: 4 KiB beat 2 KiB and none; 8 KiB was within
+  //   8 % (slower for Q5_K).
   if (weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16) return 0;
   const int base = isa::tuning_hints(tuning).prefetch_distance;
   return weight == GgmlType::Q6_K ? 2 * base : base;
