@@ -13,6 +13,7 @@
 #include "tools/args.h"
 #include "tools/bench.h"
 #include "tools/bench_gemv.h"
+#include "tools/roofline.h"
 
 namespace zenmoe::tools {
 namespace {
@@ -349,11 +350,6 @@ class CaseRunner {
     const Measured *base = nullptr, *plain = nullptr;
     std::vector<double> x_dnn, x_cxx, x_plain;
   };
-  static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  }
   const Measured* find(Family fam, const std::string& format, const CaseResult& like) const {
     for (const auto& m : done_)
       if (m.req.family == fam && m.req.format == format && m.r.shape == like.shape &&
