@@ -19,9 +19,9 @@ class Model;
 
 // Element type of the KV cache. The fast executor keeps the MLA latent cache in it (Q8_0:
 // ggml's 32-code blocks with an F16 scale); the reference engine always keeps F32.
-enum class KvCacheType : uint8_t { F32, F16, Q8_0 };
+enum class KvCacheType : uint8_t { F32, F16, Q8_0, BF16 };
 inline const char* kv_cache_type_name(KvCacheType t) {
-  return t == KvCacheType::F16 ? "f16" : t == KvCacheType::Q8_0 ? "q8_0" : "f32";
+  return t == KvCacheType::F16 ? "f16" : t == KvCacheType::Q8_0 ? "q8_0" : t == KvCacheType::BF16 ? "bf16" : "f32";
 }
 
 struct ExecutorOptions {

@@ -10,6 +10,7 @@
 
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/ops.h"
+#include "runtime/kv_bf16.h"
 #include "runtime/kv_q8.h"
 #include "runtime/ref_executor_numerics.h"
 #include "runtime/thread_pool.h"
@@ -53,6 +54,7 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   op->scale_ = n.attr_float("scale");
   op->kv_ = kv;
   op->avx512_ = target.level >= isa::IsaLevel::kAvx512;
+  op->bf16_ = target.level >= isa::IsaLevel::kAvx512Bf16;
   const auto R = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[0])].shape[0]);
   const auto r = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[1])].shape[0]);
   if (kv == KvCacheType::Q8_0 && (R + r) % kQK != 0)
@@ -65,8 +67,8 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   auto sm = glue_kernel(glue_softmax_desc(op->scale_, target.level, cpu));
   if (!sm) return Error{sm.error()};
   op->softmax_ = *sm;
-  // Q8_0 decode batches run kv_q8's own AVX-512 kernels; only F32 / F16 caches need glue.
-  if (kv == KvCacheType::Q8_0) return op;
+  // Q8_0 and BF16 decode batches run their own AVX-512 kernels; only F32 / F16 caches need glue.
+  if (kv == KvCacheType::Q8_0 || kv == KvCacheType::BF16) return op;
   const uint8_t kv_type = kv == KvCacheType::F16 ? 1 : 0;
   auto s = glue_kernel(glue_attn_scores_desc(R + r, kv_type, target.level, cpu));
   if (!s) return Error{s.error()};
@@ -125,14 +127,23 @@ void MlaOp::store(std::span<Tensor* const> in) const {
       for (int64_t i = 0; i < r; ++i) h[R + i] = ref::fp32_to_fp16(k_pe.cf32()[t * r + i]);
       continue;
     }
+    if (kv_ == KvCacheType::BF16) {
+      auto* h = reinterpret_cast<bf16_t*>(cache.data) + p * W;
+      kv_bf16_round_row(c.cf32() + t * R, h, R, bf16_);
+      kv_bf16_round_row(k_pe.cf32() + t * r, h + R, r, bf16_);
+      continue;
+    }
     float* f = cache.f32() + p * W;
     std::memcpy(f, c.cf32() + t * R, static_cast<size_t>(R) * sizeof(float));
     std::memcpy(f + R, k_pe.cf32() + t * r, static_cast<size_t>(r) * sizeof(float));
   }
-  if (kv_ == KvCacheType::F16 && (scores_ == nullptr || T > kMlaGlueMaxTokens)) {  // the SGEMM path reads F32 rows
+  if ((kv_ == KvCacheType::F16 || kv_ == KvCacheType::BF16) && sgemm_batch(T)) {  // the SGEMM path reads F32 rows
     const int64_t rows = static_cast<int64_t>(pos.ci32()[T - 1]) + 1;
     widened_.resize(static_cast<size_t>(rows * W));
-    ref::fp16_to_fp32_row(reinterpret_cast<const f16_t*>(cache.cdata), widened_.data(), rows * W);
+    if (kv_ == KvCacheType::F16)
+      ref::fp16_to_fp32_row(reinterpret_cast<const f16_t*>(cache.cdata), widened_.data(), rows * W);
+    else
+      ref::bf16_to_fp32_row(reinterpret_cast<const bf16_t*>(cache.cdata), widened_.data(), rows * W);
   }
 }
 
@@ -158,7 +169,14 @@ void MlaOp::causal_softmax(float* s, int64_t i0, int64_t i1, int64_t n_vis, int6
 }
 
 const float* MlaOp::f32_cache(const Tensor& cache) const {
-  return kv_ == KvCacheType::F16 ? widened_.data() : cache.cf32();
+  return kv_ == KvCacheType::F16 || kv_ == KvCacheType::BF16 ? widened_.data() : cache.cf32();
+}
+
+bool MlaOp::sgemm_batch(int64_t T) const {
+  if (T > kMlaGlueMaxTokens) return true;
+  if (kv_ == KvCacheType::BF16) return !bf16_;
+  if (kv_ == KvCacheType::Q8_0) return !avx512_;
+  return scores_ == nullptr;
 }
 
 // Rows (token t, head h) = t * H + h split so that every thread gets the same causal work:
@@ -188,12 +206,13 @@ void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, Attent
   const Range rows = T <= kMlaGlueMaxTokens ? split_range(T * H, nth, tid) : causal_rows(*in[5], T, H, nth, tid);
   if (rows.begin >= rows.end) return;
   if (kv_ == KvCacheType::Q8_0) {
-    if (avx512_ && T <= kMlaGlueMaxTokens) run_decode_q8(rows.begin, rows.end, in, y, sc);
+    if (!sgemm_batch(T)) run_decode_q8(rows.begin, rows.end, in, y, sc);
     else run_sgemm_q8(rows.begin, rows.end, in, y, sc);
     return;
   }
-  if (scores_ != nullptr && T <= kMlaGlueMaxTokens) run_glue(rows.begin, rows.end, in, y, sc);
-  else run_sgemm(rows.begin, rows.end, in, y, sc);
+  if (sgemm_batch(T)) run_sgemm(rows.begin, rows.end, in, y, sc);
+  else if (kv_ == KvCacheType::BF16) run_decode_bf16(rows.begin, rows.end, in, y, sc);
+  else run_glue(rows.begin, rows.end, in, y, sc);
 }
 
 void MlaOp::run_sgemm(int64_t begin, int64_t end, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
@@ -264,6 +283,33 @@ void MlaOp::run_decode_q8(int64_t begin, int64_t end, std::span<Tensor* const> i
     kv_q8_0_scores_avx512(sc.q.data(), m, cache.cdata, cache.row_size(), vis, W, sc.s.data(), vis);
     softmax_rows(sc.s.data(), m, vis, vis);
     kv_q8_0_values_avx512(sc.s.data(), vis, m, cache.cdata, cache.row_size(), vis, R, y.f32() + i * R);
+    i = stop;
+  }
+}
+
+// Decode-sized batches over a BF16 cache, one token's heads at a time: the query rows rounded to
+// bf16, scores as vdpbf16ps dot products with the cache rows, causal softmax in F32, the
+// probabilities rounded to bf16 and paired by neighbouring rows, the values the same way.
+void MlaOp::run_decode_bf16(int64_t begin, int64_t end, std::span<Tensor* const> in, Tensor& y,
+                            AttentionScratch& sc) const {
+  const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
+  const int64_t R = q_lat.ne[0], H = q_lat.ne[1], r = q_pe.ne[0], W = R + r;
+  const auto* rows = reinterpret_cast<const bf16_t*>(cache.cdata);
+  for (int64_t i = begin; i < end;) {
+    const int64_t t = i / H, stop = std::min(end, (t + 1) * H), m = stop - i;
+    const int64_t vis = static_cast<int64_t>(pos.ci32()[t]) + 1;
+    sc.q.resize(static_cast<size_t>(m * W));
+    sc.qb.resize(static_cast<size_t>(m * W));
+    sc.s.resize(static_cast<size_t>(m * vis));
+    sc.pb.resize(static_cast<size_t>(m * vis));
+    sc.pairs.resize(static_cast<size_t>((vis + 1) / 2 * m));
+    gather_queries(q_lat, q_pe, i, stop, sc.q.data());
+    kv_bf16_round_row(sc.q.data(), sc.qb.data(), m * W, true);
+    kv_bf16_scores_avx512(sc.qb.data(), m, rows, W, vis, sc.s.data(), vis);
+    softmax_rows(sc.s.data(), m, vis, vis);
+    kv_bf16_round_row(sc.s.data(), sc.pb.data(), m * vis, true);
+    kv_bf16_pairs(sc.pb.data(), vis, m, vis, sc.pairs.data());
+    kv_bf16_values_avx512(sc.pairs.data(), m, rows, W, vis, R, y.f32() + i * R);
     i = stop;
   }
 }

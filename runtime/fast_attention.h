@@ -14,6 +14,7 @@
 
 #include "codegen/glue.h"
 #include "codegen/isa.h"
+#include "kernels/ref/fp16.h"
 #include "ir/graph.h"
 #include "runtime/executor.h"
 #include "kernels/status.h"
@@ -38,14 +39,18 @@ using AlignedFloats = std::vector<float, CacheLineAllocator<float>>;
 struct AttentionScratch {
   AlignedFloats q, s;       // per thread: query block and score block
   std::vector<float> kv;    // Q8_0 cache, SGEMM path: a chunk of cache rows widened to F32
+  // BF16 cache, decode: queries and probabilities rounded to bf16, probabilities in pairs.
+  std::vector<bf16_t, CacheLineAllocator<bf16_t>> qb, pb;
+  std::vector<uint32_t, CacheLineAllocator<uint32_t>> pairs;
 };
 
 class MlaOp {
  public:
   // Decode-sized batches use generated glue kernels (scores and values over the cache rows);
   // larger ones the SGEMM pair. Without AVX-512 glue (scalar target) SGEMM serves both.
-  // kv: the cache's element type. F16: store() converts; SGEMM batches widen the visible rows
-  // once per call into a shared F32 copy. Q8_0: store() quantises; decode-sized batches (AVX-512)
+  // kv: the cache's element type. F16 and BF16: store() converts; SGEMM batches widen the
+  // visible rows once per call into a shared F32 copy. BF16 decode-sized batches (AVX512-BF16)
+  // compute from the bf16 rows directly. Q8_0: store() quantises; decode-sized batches (AVX-512)
   // compute from the Q8_0 rows directly, SGEMM batches widen chunks of kKvChunkRows rows into
   // each thread's scratch, so the cache is never held in F32.
   static Expected<std::unique_ptr<MlaOp>> create(const ir::Node& n, const ir::Graph& g, isa::Target target,
@@ -66,6 +71,11 @@ class MlaOp {
                      AttentionScratch& sc) const;
   void run_sgemm_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                     AttentionScratch& sc) const;
+  // BF16 cache: vdpbf16ps kernels on the bf16 rows, queries and probabilities rounded to bf16.
+  void run_decode_bf16(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
+                       AttentionScratch& sc) const;
+  // Whether a batch of T tokens runs the SGEMM pair (on F32 rows).
+  bool sgemm_batch(int64_t T) const;
   // Widens cache rows [j0, j0 + n) into sc.kv (W floats each).
   const float* widen_chunk(const refexec::Tensor& cache, int64_t j0, int64_t n, int64_t W,
                            AttentionScratch& sc) const;
@@ -75,7 +85,8 @@ class MlaOp {
   float scale_ = 1.0f;
   KvCacheType kv_ = KvCacheType::F32;
   bool avx512_ = false;  // the target allows AVX-512 (Q8_0 kernels)
-  mutable std::vector<float> widened_;  // F16 cache rows as F32 for the SGEMM path
+  bool bf16_ = false;    // the target allows AVX512-BF16 (BF16 decode kernels)
+  mutable std::vector<float> widened_;  // F16 / BF16 cache rows as F32 for the SGEMM path
   // Causal softmax rows (generated; the reference softmax when the target has no glue).
   void softmax_rows(float* s, int64_t rows, int64_t stride, int64_t vis) const;
   // Query rows [i0, i1) of a score block with row stride n_vis: each token's rows see up to

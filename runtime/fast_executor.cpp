@@ -147,9 +147,12 @@ Status Impl::bind_values() {
                      " bytes, expected " + std::to_string(want)};
       t.cdata = static_cast<const uint8_t*>(it->second.data);
     } else if (v.kind == ir::ValueKind::State) {
-      // The MLA latent cache may be kept in F16 or Q8_0 (ExecutorOptions::kv_type); MHA caches stay F32.
+      // The MLA latent cache may be kept in F16, BF16 or Q8_0 (ExecutorOptions::kv_type); MHA
+      // caches stay F32.
       if (opts_.base.kv_type != KvCacheType::F32 && is_mla_cache(g, static_cast<int>(i)))
-        t.type = opts_.base.kv_type == KvCacheType::F16 ? GgmlType::F16 : GgmlType::Q8_0;
+        t.type = opts_.base.kv_type == KvCacheType::F16    ? GgmlType::F16
+                 : opts_.base.kv_type == KvCacheType::BF16 ? GgmlType::BF16
+                                                            : GgmlType::Q8_0;
       if (row_bytes(t.type, t.ne[0]) < 0)
         return Error{"fast executor: KV cache '" + v.name + "' rows of " + std::to_string(t.ne[0]) +
                      " elements cannot be kept as " + kv_cache_type_name(opts_.base.kv_type) + " (blocks of 32)"};

@@ -5,6 +5,7 @@
 #include "kernels/formats.h"
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/quant.h"
+#include "runtime/avx512_sum16.h"
 
 namespace zenmoe {
 
@@ -47,24 +48,6 @@ __attribute__((target("avx512f,avx512bw"))) inline void load_block(const BlockQ8
   const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + 16));
   *v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), d);
   *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d);
-}
-
-// The sums of 16 vectors at once: lane 4k + m of the result is the sum of a[4m + k]. A tree of
-// two-source shuffles (halves, quarters, pairs, lanes) instead of 16 separate reductions.
-__attribute__((target("avx512f,avx512bw"))) inline __m512 sum16(const __m512* a) {
-  __m512 t[8], u[4], v[2];
-  for (int i = 0; i < 8; ++i)
-    t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-  for (int i = 0; i < 4; ++i)
-    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
-                         _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-  for (int i = 0; i < 2; ++i) {
-    const __m512d x = _mm512_castps_pd(u[2 * i]), y = _mm512_castps_pd(u[2 * i + 1]);
-    v[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
-  }
-  return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
 // G query rows against R cache rows at a time (G x R dot products in registers): each block is

@@ -88,12 +88,12 @@ Expected<std::unique_ptr<Executor>> make_engine(const gguf::Model& model, const 
 Expected<KvCacheType> kv_cache_type(const std::string& type_k, const std::string& type_v) {
   const std::string k = type_k.empty() ? "f32" : type_k, v = type_v.empty() ? k : type_v;
   for (const std::string* t : {&k, &v})
-    if (*t != "f32" && *t != "f16" && *t != "q8_0")
-      return Error{"unknown cache type '" + *t + "' (accepted: f32, f16, q8_0)"};
+    if (*t != "f32" && *t != "f16" && *t != "bf16" && *t != "q8_0")
+      return Error{"unknown cache type '" + *t + "' (accepted: f32, f16, bf16, q8_0)"};
   if (k != v)
     return Error{"--cache-type-k " + k + " and --cache-type-v " + v +
                  " differ: MLA keeps one latent cache for keys and values"};
-  return k == "f16" ? KvCacheType::F16 : k == "q8_0" ? KvCacheType::Q8_0 : KvCacheType::F32;
+  return k == "f16" ? KvCacheType::F16 : k == "bf16" ? KvCacheType::BF16 : k == "q8_0" ? KvCacheType::Q8_0 : KvCacheType::F32;
 }
 
 Expected<isa::Target> compile_target(const std::string& target_flag, const std::string& isa_flag) {

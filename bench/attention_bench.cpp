@@ -1,0 +1,100 @@
+// Decode attention (one token's MLA heads over the latent cache) per KV cache type, through the
+// fast executor's MlaOp on one thread: F32 and F16 run the generated glue kernels, BF16 the
+// vdpbf16ps kernels, Q8_0 the AVX-512 widening kernels. Heads 16 (the bench preset) and 64
+// (Kimi-K2), 512 and 4096 positions; the cache stays resident between iterations (L2 / L3), so
+// the figure is the kernels' arithmetic rate. Counter: multiply-adds per second (scores over
+// 576-wide rows plus values over 512 columns, per head and position).
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "codegen/isa.h"
+#include "ir/graph.h"
+#include "kernels/formats.h"
+#include "runtime/fast_attention.h"
+
+namespace zenmoe {
+namespace {
+
+using refexec::Tensor;
+
+constexpr int64_t kLat = 512, kRope = 64, kRow = kLat + kRope;
+
+void BM_MlaDecode(benchmark::State& state, KvCacheType kv) {
+  const int64_t heads = state.range(0), ctx = state.range(1);
+  ir::Graph g;
+  auto val = [&](const char* name, std::vector<int64_t> shape) {
+    return g.add_value({name, ir::ValueKind::Temp, GgmlType::F32, std::move(shape)});
+  };
+  const int ins[] = {val("q_lat", {kLat, heads, ir::kDimTokens}), val("q_pe", {kRope, heads, ir::kDimTokens}),
+                     val("c", {kLat, ir::kDimTokens}),           val("k_pe", {kRope, ir::kDimTokens}),
+                     val("cache", {kRow, ir::kDimContext}),      val("pos", {ir::kDimTokens})};
+  const int out = val("out", {kLat, heads, ir::kDimTokens});
+  g.add_node(ir::OpKind::MlaAttention, {ins, ins + 6}, {out}, {{"scale", 1.0f / std::sqrt(float(kRow))}});
+  auto op = MlaOp::create(g.nodes.back(), g, {isa::host_level(), isa::host_tuning()}, kv);
+  if (!op) {
+    state.SkipWithError(op.error().c_str());
+    return;
+  }
+  const GgmlType type = kv == KvCacheType::F16    ? GgmlType::F16
+                        : kv == KvCacheType::BF16 ? GgmlType::BF16
+                        : kv == KvCacheType::Q8_0 ? GgmlType::Q8_0
+                                                  : GgmlType::F32;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto floats = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = nd(rng);
+    return v;
+  };
+  std::vector<float> q_lat = floats(kLat * heads), q_pe = floats(kRope * heads), y(static_cast<size_t>(kLat * heads));
+  std::vector<uint8_t> cache(static_cast<size_t>(row_bytes(type, kRow) * ctx));
+  Tensor tq, tp, tc, tk, tcache, tpos, ty;
+  auto wrap = [](Tensor& t, void* p, std::vector<int64_t> ne, GgmlType ty_ = GgmlType::F32) {
+    t.type = ty_;
+    t.ne = std::move(ne);
+    t.data = static_cast<uint8_t*>(p);
+    t.cdata = t.data;
+  };
+  wrap(tq, q_lat.data(), {kLat, heads, 1});
+  wrap(tp, q_pe.data(), {kRope, heads, 1});
+  wrap(tcache, cache.data(), {kRow, ctx}, type);
+  wrap(ty, y.data(), {kLat, heads, 1});
+  // Fill the cache one position at a time through store(), then attend from the last one.
+  std::vector<float> c = floats(kLat), k = floats(kRope);
+  int32_t pos = 0;
+  wrap(tc, c.data(), {kLat, 1});
+  wrap(tk, k.data(), {kRope, 1});
+  wrap(tpos, &pos, {1}, GgmlType::I32);
+  Tensor* in[] = {&tq, &tp, &tc, &tk, &tcache, &tpos};
+  for (pos = 0; pos < ctx; ++pos) {
+    for (float& x : c) x = nd(rng);
+    (*op)->store(in);
+  }
+  pos = static_cast<int32_t>(ctx - 1);
+  AttentionScratch scratch;
+  for (auto _ : state) {
+    (*op)->run(0, 1, in, ty, scratch);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(heads * ctx * (kRow + kLat)) * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void Shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"heads", "ctx"})->Unit(benchmark::kMicrosecond);
+  for (int64_t h : {16, 64})
+    for (int64_t n : {512, 4096}) b->Args({h, n});
+}
+
+BENCHMARK_CAPTURE(BM_MlaDecode, f32, KvCacheType::F32)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MlaDecode, f16, KvCacheType::F16)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MlaDecode, bf16, KvCacheType::BF16)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MlaDecode, q8_0, KvCacheType::Q8_0)->Apply(Shapes);
+
+}  // namespace
+}  // namespace zenmoe
