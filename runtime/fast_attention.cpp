@@ -1,11 +1,13 @@
 #include "runtime/fast_attention.h"
 
 #include <dlfcn.h>
+#include <immintrin.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "kernels/ref/fp16.h"
@@ -57,6 +59,9 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   op->bf16_ = target.level >= isa::IsaLevel::kAvx512Bf16;
   const auto R = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[0])].shape[0]);
   const auto r = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[1])].shape[0]);
+  op->R_ = R;
+  op->W_ = R + r;
+  op->H_ = g.values[static_cast<size_t>(n.inputs[0])].shape[1];
   if (kv == KvCacheType::Q8_0 && (R + r) % kQK != 0)
     return Error{"a q8_0 KV cache needs a latent row width that is a multiple of 32, got " +
                  std::to_string(R + r)};
@@ -79,31 +84,133 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   return op;
 }
 
-// Rows [i0, i1) of a decode-sized batch: scores, causal softmax and values per row, all over
-// the cache rows the row's token sees.
-void MlaOp::run_glue(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
+// Rows [i0, i1) of a decode-sized batch, one token's heads at a time, each over the cache rows
+// its token sees.
+void MlaOp::run_decode(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
   const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
-  const int64_t R = q_lat.ne[0], H = q_lat.ne[1], r = q_pe.ne[0], W = R + r;
   for (int64_t i = i0; i < i1;) {
-    // The rows of one token share their visible length: one call per token's heads.
-    const int64_t t = i / H, end = std::min(i1, (t + 1) * H), m = end - i;
-    const int64_t vis = static_cast<int64_t>(pos.ci32()[t]) + 1;
-    sc.q.resize(static_cast<size_t>(m * W));
-    sc.s.resize(static_cast<size_t>(m * vis));
+    const int64_t t = i / H_, end = std::min(i1, (t + 1) * H_), m = end - i;
+    sc.q.resize(static_cast<size_t>(m * W_));
     gather_queries(q_lat, q_pe, i, end, sc.q.data());
-    GlueCall c;
+    decode_rows(m, 0, static_cast<int64_t>(pos.ci32()[t]) + 1, cache, y.f32() + i * R_, sc);
+    i = end;
+  }
+}
+
+namespace {
+
+// Largest of n floats (n >= 1); only reached where the target has AVX-512. GCC 12 flags the
+// `_mm512_undefined_*` passthrough inside the reduction intrinsics (false positives).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f"))) float row_max(const float* x, int64_t n) {
+  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
+  if (i < n) {
+    const auto k = static_cast<__mmask16>((1u << (n - i)) - 1);
+    m = _mm512_mask_max_ps(m, k, m, _mm512_maskz_loadu_ps(k, x + i));
+  }
+  return _mm512_reduce_max_ps(m);
+}
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+// The F32 / F16 glue kernels, the Q8_0 kernels straight from the Q8_0 rows (each block widened
+// in registers: faster than widening the rows for the glue kernels, and than the F32 cache
+// itself, a third of the bytes), or the BF16 vdpbf16ps kernels (queries and probabilities
+// rounded to bf16, probabilities paired by neighbouring rows).
+void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, float* y, AttentionScratch& sc,
+                        float* smax, float* inv) const {
+  const uint8_t* rows = cache.cdata + j0 * cache.row_size();
+  const auto* bf16_rows = reinterpret_cast<const bf16_t*>(rows);
+  sc.s.resize(static_cast<size_t>(m * n));
+  GlueCall c;
+  if (kv_ == KvCacheType::Q8_0) {
+    kv_q8_0_scores_avx512(sc.q.data(), m, rows, cache.row_size(), n, W_, sc.s.data(), n);
+  } else if (kv_ == KvCacheType::BF16) {
+    sc.qb.resize(static_cast<size_t>(m * W_));
+    kv_bf16_round_row(sc.q.data(), sc.qb.data(), m * W_, true);
+    kv_bf16_scores_avx512(sc.qb.data(), m, bf16_rows, W_, n, sc.s.data(), n);
+  } else {
     c.x = sc.q.data();
-    c.x2 = reinterpret_cast<const float*>(cache.cdata);  // F32 or F16 rows (the kernel's kv type)
+    c.x2 = reinterpret_cast<const float*>(rows);  // F32 or F16 rows (the kernel's kv type)
     c.y = sc.s.data();
     c.n_rows = m;
-    c.stride = W;
-    c.n = vis;
+    c.stride = W_;
+    c.n = n;
     scores_(&c);
-    softmax_rows(sc.s.data(), m, vis, vis);
+  }
+  // The softmax scales before its maximum; fl(x * scale) grows with x for scale > 0, so the
+  // largest scaled score is the largest score scaled.
+  if (smax != nullptr)
+    for (int64_t k = 0; k < m; ++k) smax[k] = row_max(sc.s.data() + k * n, n) * scale_;
+  softmax_rows(sc.s.data(), m, n, n);
+  if (inv != nullptr)
+    for (int64_t k = 0; k < m; ++k) inv[k] = row_max(sc.s.data() + k * n, n);
+  if (kv_ == KvCacheType::Q8_0) {
+    kv_q8_0_values_avx512(sc.s.data(), n, m, rows, cache.row_size(), n, R_, y);
+  } else if (kv_ == KvCacheType::BF16) {
+    sc.pb.resize(static_cast<size_t>(m * n));
+    sc.pairs.resize(static_cast<size_t>((n + 1) / 2 * m));
+    kv_bf16_round_row(sc.s.data(), sc.pb.data(), m * n, true);
+    kv_bf16_pairs(sc.pb.data(), n, m, n, sc.pairs.data());
+    kv_bf16_values_avx512(sc.pairs.data(), m, bf16_rows, W_, n, R_, y);
+  } else {
     c.x = sc.s.data();
-    c.y = y.f32() + i * R;
+    c.y = y;
     values_(&c);
-    i = end;
+  }
+}
+
+bool MlaOp::prepare_split(int64_t T, int nth, const Tensor& pos) const {
+  if (T != 1 || nth < 2 || sgemm_batch(T) || !(scale_ > 0.0f)) return false;
+  if (static_cast<int64_t>(pos.ci32()[0]) + 1 < kMlaSplitMinRows * nth) return false;
+  part_y_.resize(static_cast<size_t>(nth * H_ * R_));
+  part_max_.resize(static_cast<size_t>(nth * H_));
+  part_inv_.resize(static_cast<size_t>(nth * H_));
+  return true;
+}
+
+void MlaOp::run_part(int tid, int nth, std::span<Tensor* const> in, AttentionScratch& sc) const {
+  const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
+  const Range share = split_range(static_cast<int64_t>(pos.ci32()[0]) + 1, nth, tid);
+  float* inv = part_inv_.data() + tid * H_;
+  if (share.begin >= share.end) {
+    std::fill(inv, inv + H_, 0.0f);
+    return;
+  }
+  sc.q.resize(static_cast<size_t>(H_ * W_));
+  gather_queries(q_lat, q_pe, 0, H_, sc.q.data());
+  decode_rows(H_, share.begin, share.end - share.begin, cache, part_y_.data() + tid * H_ * R_, sc,
+              part_max_.data() + tid * H_, inv);
+}
+
+// Share j of head h holds its values normalised by its own softmax sum l_j = 1 / inv_j after
+// subtracting its own maximum m_j; over all shares the head's softmax weighs share j by
+// l_j * exp(m_j - M) / sum_k l_k * exp(m_k - M), M the largest m_j.
+void MlaOp::merge(int tid, int nth, Tensor& y) const {
+  const Range heads = split_range(H_, nth, tid);
+  for (int64_t h = heads.begin; h < heads.end; ++h) {
+    float M = -std::numeric_limits<float>::infinity();
+    for (int j = 0; j < nth; ++j)
+      if (part_inv_[static_cast<size_t>(j * H_ + h)] > 0.0f) M = std::max(M, part_max_[static_cast<size_t>(j * H_ + h)]);
+    auto weight = [&](int j) {
+      const float inv = part_inv_[static_cast<size_t>(j * H_ + h)];
+      return inv > 0.0f ? std::exp(part_max_[static_cast<size_t>(j * H_ + h)] - M) / inv : 0.0f;
+    };
+    float total = 0.0f;
+    for (int j = 0; j < nth; ++j) total += weight(j);
+    float* out = y.f32() + h * R_;
+    std::fill(out, out + R_, 0.0f);
+    for (int j = 0; j < nth; ++j) {
+      const float w = weight(j) / total;
+      if (w == 0.0f) continue;
+      const float* part = part_y_.data() + (j * H_ + h) * R_;
+      for (int64_t i = 0; i < R_; ++i) out[i] += w * part[i];
+    }
   }
 }
 
@@ -205,14 +312,9 @@ void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, Attent
   // Decode-sized batches split rows evenly; prompt batches by causal work.
   const Range rows = T <= kMlaGlueMaxTokens ? split_range(T * H, nth, tid) : causal_rows(*in[5], T, H, nth, tid);
   if (rows.begin >= rows.end) return;
-  if (kv_ == KvCacheType::Q8_0) {
-    if (!sgemm_batch(T)) run_decode_q8(rows.begin, rows.end, in, y, sc);
-    else run_sgemm_q8(rows.begin, rows.end, in, y, sc);
-    return;
-  }
-  if (sgemm_batch(T)) run_sgemm(rows.begin, rows.end, in, y, sc);
-  else if (kv_ == KvCacheType::BF16) run_decode_bf16(rows.begin, rows.end, in, y, sc);
-  else run_glue(rows.begin, rows.end, in, y, sc);
+  if (!sgemm_batch(T)) run_decode(rows.begin, rows.end, in, y, sc);
+  else if (kv_ == KvCacheType::Q8_0) run_sgemm_q8(rows.begin, rows.end, in, y, sc);
+  else run_sgemm(rows.begin, rows.end, in, y, sc);
 }
 
 void MlaOp::run_sgemm(int64_t begin, int64_t end, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
@@ -263,54 +365,6 @@ void MlaOp::run_sgemm_q8(int64_t begin, int64_t end, std::span<Tensor* const> in
       dnnl_sgemm('N', 'N', m, R, n, 1.0f, sc.s.data() + j0, n_vis, kv, W, j0 == last ? 0.0f : 1.0f,
                  y.f32() + i0 * R, R);
     }
-  }
-}
-
-// Decode-sized batches over a Q8_0 cache, one token's heads at a time: scores and values
-// straight from the Q8_0 rows (each block widened in registers), causal softmax between.
-// Measured faster than widening the rows for the glue kernels, and than the F32 cache itself
-// (a third of the bytes to read).
-void MlaOp::run_decode_q8(int64_t begin, int64_t end, std::span<Tensor* const> in, Tensor& y,
-                        AttentionScratch& sc) const {
-  const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
-  const int64_t R = q_lat.ne[0], H = q_lat.ne[1], r = q_pe.ne[0], W = R + r;
-  for (int64_t i = begin; i < end;) {
-    const int64_t t = i / H, stop = std::min(end, (t + 1) * H), m = stop - i;
-    const int64_t vis = static_cast<int64_t>(pos.ci32()[t]) + 1;
-    sc.q.resize(static_cast<size_t>(m * W));
-    sc.s.resize(static_cast<size_t>(m * vis));
-    gather_queries(q_lat, q_pe, i, stop, sc.q.data());
-    kv_q8_0_scores_avx512(sc.q.data(), m, cache.cdata, cache.row_size(), vis, W, sc.s.data(), vis);
-    softmax_rows(sc.s.data(), m, vis, vis);
-    kv_q8_0_values_avx512(sc.s.data(), vis, m, cache.cdata, cache.row_size(), vis, R, y.f32() + i * R);
-    i = stop;
-  }
-}
-
-// Decode-sized batches over a BF16 cache, one token's heads at a time: the query rows rounded to
-// bf16, scores as vdpbf16ps dot products with the cache rows, causal softmax in F32, the
-// probabilities rounded to bf16 and paired by neighbouring rows, the values the same way.
-void MlaOp::run_decode_bf16(int64_t begin, int64_t end, std::span<Tensor* const> in, Tensor& y,
-                            AttentionScratch& sc) const {
-  const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
-  const int64_t R = q_lat.ne[0], H = q_lat.ne[1], r = q_pe.ne[0], W = R + r;
-  const auto* rows = reinterpret_cast<const bf16_t*>(cache.cdata);
-  for (int64_t i = begin; i < end;) {
-    const int64_t t = i / H, stop = std::min(end, (t + 1) * H), m = stop - i;
-    const int64_t vis = static_cast<int64_t>(pos.ci32()[t]) + 1;
-    sc.q.resize(static_cast<size_t>(m * W));
-    sc.qb.resize(static_cast<size_t>(m * W));
-    sc.s.resize(static_cast<size_t>(m * vis));
-    sc.pb.resize(static_cast<size_t>(m * vis));
-    sc.pairs.resize(static_cast<size_t>((vis + 1) / 2 * m));
-    gather_queries(q_lat, q_pe, i, stop, sc.q.data());
-    kv_bf16_round_row(sc.q.data(), sc.qb.data(), m * W, true);
-    kv_bf16_scores_avx512(sc.qb.data(), m, rows, W, vis, sc.s.data(), vis);
-    softmax_rows(sc.s.data(), m, vis, vis);
-    kv_bf16_round_row(sc.s.data(), sc.pb.data(), m * vis, true);
-    kv_bf16_pairs(sc.pb.data(), vis, m, vis, sc.pairs.data());
-    kv_bf16_values_avx512(sc.pairs.data(), m, rows, W, vis, R, y.f32() + i * R);
-    i = stop;
   }
 }
 

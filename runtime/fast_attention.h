@@ -57,23 +57,30 @@ class MlaOp {
                                                  KvCacheType kv);
   // Caller thread: writes this batch's cache rows.
   void store(std::span<refexec::Tensor* const> in) const;
+  // Caller thread, after store(): whether this batch runs split by cache positions (below) on
+  // nth threads, sizing the partial results if so. Decode of one token over at least
+  // kMlaSplitMinRows positions per thread, where the decode kernels run: every thread then reads
+  // only its share of the cache, for all heads (split by heads, every thread would read all of
+  // it; on CPUs with an L3 per core complex, each complex from memory).
+  bool prepare_split(int64_t T, int nth, const refexec::Tensor& pos) const;
+  // Thread `tid` of `nth` over its share of the positions: scores for every head, softmax within
+  // the share, partial values. Then, once all threads are done, merge() on each thread's heads
+  // rescales the partial results by their softmax sums and maxima and adds them into y.
+  void run_part(int tid, int nth, std::span<refexec::Tensor* const> in, AttentionScratch& scratch) const;
+  void merge(int tid, int nth, refexec::Tensor& y) const;
   // Thread `tid` of `nth`: its share of the (token, head) rows.
   void run(int tid, int nth, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
            AttentionScratch& scratch) const;
 
  private:
-  void run_glue(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
-                AttentionScratch& sc) const;
+  // Decode-sized batches: each token's query rows against the cache rows it sees (decode_rows).
+  void run_decode(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
+                  AttentionScratch& sc) const;
   void run_sgemm(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                  AttentionScratch& sc) const;
-  // Q8_0 cache: AVX-512 kernels on the Q8_0 rows / the SGEMM pair over chunks of widened rows.
-  void run_decode_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
-                     AttentionScratch& sc) const;
+  // Q8_0 cache: the SGEMM pair over chunks of widened rows.
   void run_sgemm_q8(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                     AttentionScratch& sc) const;
-  // BF16 cache: vdpbf16ps kernels on the bf16 rows, queries and probabilities rounded to bf16.
-  void run_decode_bf16(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
-                       AttentionScratch& sc) const;
   // Whether a batch of T tokens runs the SGEMM pair (on F32 rows).
   bool sgemm_batch(int64_t T) const;
   // Widens cache rows [j0, j0 + n) into sc.kv (W floats each).
@@ -87,6 +94,17 @@ class MlaOp {
   bool avx512_ = false;  // the target allows AVX-512 (Q8_0 kernels)
   bool bf16_ = false;    // the target allows AVX512-BF16 (BF16 decode kernels)
   mutable std::vector<float> widened_;  // F16 / BF16 cache rows as F32 for the SGEMM path
+  // Split decode, per thread j and head h: partial values part_y_[(j * H + h) * R ...], the
+  // scaled score maximum part_max_[j * H + h] and 1 / (softmax sum) part_inv_[j * H + h] of
+  // thread j's positions (part_inv_ 0: no positions).
+  mutable std::vector<float> part_y_, part_max_, part_inv_;
+  // The m query rows in sc.q against cache rows [j0, j0 + n) with the decode kernels of the
+  // cache type: scores, softmax over those rows (in sc.s), values into y (m rows of R). When
+  // smax / inv are given, row k's largest scaled score goes to smax[k] and 1 / its softmax sum
+  // (its largest probability) to inv[k].
+  void decode_rows(int64_t m, int64_t j0, int64_t n, const refexec::Tensor& cache, float* y, AttentionScratch& sc,
+                   float* smax = nullptr, float* inv = nullptr) const;
+  int64_t R_ = 0, W_ = 0, H_ = 0;  // latent width, cache row width, heads
   // Causal softmax rows (generated; the reference softmax when the target has no glue).
   void softmax_rows(float* s, int64_t rows, int64_t stride, int64_t vis) const;
   // Query rows [i0, i1) of a score block with row stride n_vis: each token's rows see up to
@@ -98,6 +116,8 @@ class MlaOp {
 
 // Batches of at most this many tokens take the glue path.
 inline constexpr int64_t kMlaGlueMaxTokens = 4;
+// Split decode: the fewest cache positions per thread worth a share of their own.
+inline constexpr int64_t kMlaSplitMinRows = 128;
 // Q8_0 cache rows widened at a time on the SGEMM path (576 dims: 1.2 MB of F32, about a core's L2).
 inline constexpr int64_t kKvChunkRows = 512;
 

@@ -321,6 +321,11 @@ Status Impl::run_step(Step& s, int64_t T) {
       return Status::ok();
     case StepKind::Mla:
       s.mla->store(s.in);
+      if (s.mla->prepare_split(T, nth, *s.in[5])) {  // cache positions split, then merged per head
+        pool_->run([&](int tid) { s.mla->run_part(tid, nth, s.in, scratch_[static_cast<size_t>(tid)]); });
+        pool_->run([&](int tid) { s.mla->merge(tid, nth, *s.out[0]); });
+        return Status::ok();
+      }
       pool_->run([&](int tid) { s.mla->run(tid, nth, s.in, *s.out[0], scratch_[static_cast<size_t>(tid)]); });
       return Status::ok();
   }

@@ -18,6 +18,7 @@
 #include "codegen/isa.h"
 #include "ir/memory_plan.h"
 #include "runtime/compiled_model.h"
+#include "runtime/fast_attention.h"
 #include "runtime/fast_executor.h"
 #include "runtime/gguf.h"
 #include "runtime/ref_executor.h"
@@ -154,14 +155,14 @@ class FastVsReference : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
-  static std::unique_ptr<Executor> fast(const gguf::Model& m, int threads, int max_batch) {
+  static std::unique_ptr<Executor> fast(const gguf::Model& m, int threads, int max_batch, int n_ctx = 256) {
     CompileOptions co;
     co.target = {isa::host_level(), isa::host_tuning()};
     auto cm = compile_in_memory(m, co);
     EXPECT_TRUE(cm.has_value()) << cm.error();
     if (!cm) return nullptr;
     FastExecutorOptions fo;
-    fo.base.n_ctx = 256;
+    fo.base.n_ctx = n_ctx;
     fo.base.n_threads = threads;
     fo.max_batch = max_batch;
     auto ex = make_fast_executor(std::make_shared<const CompiledModel>(std::move(*cm)), fo);
@@ -214,7 +215,8 @@ TEST_F(FastVsReference, BenchShapesAgreeOver64Positions) {
 }
 
 // Every output row is computed by one thread with the same kernel whatever the split (rows of
-// each expert, whole heads), so decode logits are the same bits for 1, 2 and 3 threads.
+// each expert, whole heads), so decode logits are the same bits for 1, 2 and 3 threads while
+// the context is too short to split attention by cache positions (below).
 TEST_F(FastVsReference, DecodeLogitsDoNotDependOnThreadCount) {
   auto model = gguf::Model::open(path_);
   ASSERT_TRUE(model.has_value()) << model.error();
@@ -230,6 +232,42 @@ TEST_F(FastVsReference, DecodeLogitsDoNotDependOnThreadCount) {
   }
   EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[2].data(), runs[0].size() * sizeof(float)));
+}
+
+// Past kMlaSplitMinRows positions per thread, decode attention splits the cache positions across
+// threads and merges per head: the same function, summed in another order (attention outputs
+// move by ~4e-7, MlaSplit tests). An activation code rounding the other way then moves a logit
+// of this small random model by up to a few tenths (measured 0.2, mean KL 3.4e-4; with a
+// prompt too short to split, 1e-6), so the bounds are the oracle's.
+TEST_F(FastVsReference, SplitDecodeAgreesWithOneThread) {
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  const int prompt = 3 * static_cast<int>(kMlaSplitMinRows), gen = 6;
+  std::mt19937 rng(11);
+  std::vector<int32_t> tokens(static_cast<size_t>(prompt + gen));
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 3}) {
+    auto ex = fast(*model, threads, 64, prompt + gen);
+    ASSERT_TRUE(ex);
+    const auto V = static_cast<size_t>(ex->n_vocab());
+    if (runs.empty())
+      for (auto& t : tokens) t = static_cast<int32_t>(rng() % V);
+    std::vector<float> logits(static_cast<size_t>(gen) * V), last(V);
+    ASSERT_TRUE(ex->eval({tokens.data(), static_cast<size_t>(prompt)}, last.data(), false).is_ok());
+    for (int t = 0; t < gen; ++t)
+      ASSERT_TRUE(ex->eval({&tokens[static_cast<size_t>(prompt + t)], 1}, logits.data() + t * V, false).is_ok());
+    runs.push_back(std::move(logits));
+  }
+  const int V = static_cast<int>(runs[0].size()) / gen;
+  Agreement a;
+  double max_diff = 0;
+  for (int t = 0; t < gen; ++t) a.add(runs[0].data() + t * V, runs[1].data() + t * V, V);
+  for (size_t i = 0; i < runs[0].size(); ++i)
+    max_diff = std::max(max_diff, static_cast<double>(std::fabs(runs[0][i] - runs[1][i])));
+  std::printf("[fast] split decode (3 threads) against 1 thread: max |logit diff| %.3e, mean KL %.3e\n", max_diff,
+              a.kl_sum / a.n);
+  EXPECT_GE(a.top1, gen - 1);
+  EXPECT_LE(a.kl_sum / a.n, 5e-3);
 }
 
 TEST_F(FastVsReference, RefusesBadTokensAndContextOverflow) {

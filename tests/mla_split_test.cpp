@@ -1,0 +1,94 @@
+// Split decode attention: one token's attention over a long cache, split by cache positions
+// across threads (each share's softmax and values, then a merge per head), equals the attention
+// split by heads for every cache type, up to summation order (and, for BF16, the rounding of
+// each share's probabilities). Short contexts, single threads and prompt batches do not split.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "codegen/isa.h"
+#include "tests/mla_cache_util.h"
+
+namespace zenmoe {
+namespace {
+
+using namespace mla_cache_test;
+
+// The split run of a one-token batch, stored first as attend() does.
+std::vector<float> attend_split(const MlaOp& op, Batch& b, Cache& cache, int nth) {
+  std::vector<float> y(static_cast<size_t>(kR * kHeads), std::nanf(""));
+  Tensor ty;
+  Batch::wrap(ty, y.data(), {kR, kHeads, 1});
+  Tensor* in[] = {&b.tq_lat, &b.tq_pe, &b.tc, &b.tk_pe, &cache.t, &b.tpos};
+  op.store(in);
+  EXPECT_TRUE(op.prepare_split(1, nth, b.tpos));
+  std::vector<AttentionScratch> scratch(static_cast<size_t>(nth));
+  for (int tid = 0; tid < nth; ++tid) op.run_part(tid, nth, in, scratch[static_cast<size_t>(tid)]);
+  for (int tid = 0; tid < nth; ++tid) op.merge(tid, nth, ty);
+  return y;
+}
+
+struct CacheCase {
+  KvCacheType kv;
+  GgmlType type;
+  double bound;
+};
+
+TEST(MlaSplit, EqualsTheHeadSplitForEveryCacheType) {
+  const isa::Target host{isa::host_level(), isa::host_tuning()};
+  if (host.level < isa::IsaLevel::kAvx512) GTEST_SKIP() << "the decode kernels need AVX-512";
+  // Outputs are averages of N(0,1) values (|y| < 4); measured differences about 4e-7 (summation
+  // order). BF16: each share rounds its own probabilities (normalised by its own sum) to bf16,
+  // relative 2^-9 each; measured up to about 1e-3.
+  std::vector<CacheCase> cases = {{KvCacheType::F32, GgmlType::F32, 2e-6},
+                                  {KvCacheType::F16, GgmlType::F16, 2e-6},
+                                  {KvCacheType::Q8_0, GgmlType::Q8_0, 2e-6}};
+  if (host.level >= isa::IsaLevel::kAvx512Bf16) cases.push_back({KvCacheType::BF16, GgmlType::BF16, 3e-3});
+  ir::Node node;
+  const ir::Graph g = attention_graph(&node);
+  for (const CacheCase& cc : cases) {
+    auto op = MlaOp::create(node, g, host, cc.kv);
+    ASSERT_TRUE(op.has_value()) << op.error();
+    Cache cache(cc.type);
+    std::mt19937 rng(77);
+    int64_t p0 = 0;
+    for (; p0 + 64 <= kCtx - 8; p0 += 64) {
+      Batch b(p0, 64, rng);
+      attend(**op, b, cache, 2);
+    }
+    for (int nth : {2, 3, 4}) {
+      for (int step = 0; step < 2; ++step, ++p0) {  // an odd and an even context length
+        ASSERT_LT(p0, kCtx);
+        Batch b(p0, 1, rng);
+        const std::vector<float> by_heads = attend(**op, b, cache, nth);
+        const std::vector<float> by_rows = attend_split(**op, b, cache, nth);
+        const double d = max_abs_diff(by_heads, by_rows);
+        std::printf("[mla split] %s cache, %d threads, %lld positions: max difference %.3e\n",
+                    kv_cache_type_name(cc.kv), nth, static_cast<long long>(p0 + 1), d);
+        EXPECT_LE(d, cc.bound) << kv_cache_type_name(cc.kv) << ", " << nth << " threads";
+      }
+    }
+  }
+}
+
+TEST(MlaSplit, OnlyLongSingleTokenBatchesSplit) {
+  const isa::Target host{isa::host_level(), isa::host_tuning()};
+  ir::Node node;
+  const ir::Graph g = attention_graph(&node);
+  auto op = MlaOp::create(node, g, host, KvCacheType::F32);
+  ASSERT_TRUE(op.has_value()) << op.error();
+  std::mt19937 rng(3);
+  const bool kernels = host.level >= isa::IsaLevel::kAvx512;
+  EXPECT_EQ((*op)->prepare_split(1, 2, Batch(2 * kMlaSplitMinRows - 1, 1, rng).tpos), kernels);
+  EXPECT_FALSE((*op)->prepare_split(1, 2, Batch(2 * kMlaSplitMinRows - 2, 1, rng).tpos)) << "too few positions";
+  EXPECT_FALSE((*op)->prepare_split(1, 1, Batch(400, 1, rng).tpos)) << "one thread";
+  EXPECT_FALSE((*op)->prepare_split(2, 2, Batch(400, 2, rng).tpos)) << "two tokens";
+  auto scalar = MlaOp::create(node, g, isa::Target{}, KvCacheType::F32);
+  ASSERT_TRUE(scalar.has_value());
+  EXPECT_FALSE((*scalar)->prepare_split(1, 2, Batch(400, 1, rng).tpos)) << "no decode kernels";
+}
+
+}  // namespace
+}  // namespace zenmoe
