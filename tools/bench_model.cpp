@@ -31,7 +31,7 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"json", "", false, "print a JSON list, one object per thread count"},
     {"profile", "", false, "time per op kind (as the engine reports it)"},
     {"ref", "", false, "measure the scalar reference executor"},
-    {"cache-type-k", "ctk", true, "KV cache type: f32 (default), f16, bf16 or q8_0"},
+    {"cache-type-k", "ctk", true, "KV cache type: f16 (default), f32, bf16 or q8_0"},
     {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
     {"bw-mib", "", true, "read-bandwidth buffer in MiB (default: 4x L3 and at least 1024)"},
     {"bw-reps", "", true, "timed passes of the read-bandwidth probe (default 5)"},
@@ -48,7 +48,7 @@ struct Options {
   LoadIsa isa = LoadIsa::kScalar;
   bool json = false, profile = false;
   Engine engine = Engine::Best;
-  KvCacheType kv_type = KvCacheType::F32;
+  KvCacheType kv_type = KvCacheType::F16;
   plan::WeightsLoad load = plan::WeightsLoad::kAuto;
   int n_ubatch = 512;
 };

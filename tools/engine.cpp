@@ -86,7 +86,8 @@ Expected<std::unique_ptr<Executor>> make_engine(const gguf::Model& model, const 
 }
 
 Expected<KvCacheType> kv_cache_type(const std::string& type_k, const std::string& type_v) {
-  const std::string k = type_k.empty() ? "f32" : type_k, v = type_v.empty() ? k : type_v;
+  // F16 unless told otherwise, as llama.cpp-class tools keep their KV caches.
+  const std::string k = type_k.empty() ? "f16" : type_k, v = type_v.empty() ? k : type_v;
   for (const std::string* t : {&k, &v})
     if (*t != "f32" && *t != "f16" && *t != "bf16" && *t != "q8_0")
       return Error{"unknown cache type '" + *t + "' (accepted: f32, f16, bf16, q8_0)"};

@@ -47,7 +47,7 @@ Expected<std::unique_ptr<Executor>> make_engine(const OpenedModel& model, const 
 Expected<std::unique_ptr<Executor>> make_engine(const gguf::Model& model, const ExecutorOptions& opts,
                                                 Engine which);
 
-// --cache-type-k / --cache-type-v (f32, f16 or q8_0; empty: f32, and v follows k): the KV
+// --cache-type-k / --cache-type-v (f16, f32, bf16 or q8_0; empty: f16, and v follows k): the KV
 // cache element type. deepseek2 keeps one latent cache that is both keys and values, so the
 // two must agree.
 Expected<KvCacheType> kv_cache_type(const std::string& type_k, const std::string& type_v);

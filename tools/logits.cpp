@@ -21,7 +21,7 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"output", "o", true, "output file: float32 [n_tokens][n_vocab]"},
     {"ctx-size", "c", true, "context size (default: the number of tokens)"},
     {"threads", "t", true, "threads (default 1)"},
-    {"cache-type-k", "ctk", true, "KV cache type: f32 (default), f16, bf16 or q8_0"},
+    {"cache-type-k", "ctk", true, "KV cache type: f16 (default), f32, bf16 or q8_0"},
     {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
     {"ref", "", false, "force the scalar reference executor"},
     {"help", "h", false, "show this help"},

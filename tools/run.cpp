@@ -32,7 +32,7 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"file", "f", true, "read the prompt from this file"},
     {"n-predict", "n", true, "tokens to generate (default 128; -1 = until end of generation)"},
     {"threads", "t", true, "threads (default 1)"},
-    {"cache-type-k", "ctk", true, "KV cache type: f32 (default), f16, bf16 or q8_0"},
+    {"cache-type-k", "ctk", true, "KV cache type: f16 (default), f32, bf16 or q8_0"},
     {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
     {"ctx-size", "c", true, "context size in tokens (default 4096, at most the model's)"},
     {"temp", "", true, "temperature (default 0.8; 0 = greedy)"},
@@ -75,7 +75,7 @@ struct RunOptions {
   bool force_ref = false;
   bool profile = false;
   bool verbose = false;
-  KvCacheType kv_type = KvCacheType::F32;
+  KvCacheType kv_type = KvCacheType::F16;
   SamplerParams sampling;
 };
 
