@@ -280,8 +280,10 @@ const float* MlaOp::f32_cache(const Tensor& cache) const {
 }
 
 bool MlaOp::sgemm_batch(int64_t T) const {
-  if (T > kMlaGlueMaxTokens) return true;
+  // BF16 rows: the vdpbf16ps kernels, token by token over the rows each token sees, beat the
+  // SGEMM pair over widened rows at every batch size.
   if (kv_ == KvCacheType::BF16) return !bf16_;
+  if (T > kMlaGlueMaxTokens) return true;
   if (kv_ == KvCacheType::Q8_0) return !avx512_;
   return scores_ == nullptr;
 }

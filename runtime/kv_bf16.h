@@ -1,8 +1,8 @@
 // BF16 rows of the MLA latent cache. The cache keeps a row per position as `width` bf16
-// values. Decode-sized attention reads the rows directly with AVX512-BF16 dot products
-// (vdpbf16ps: two bf16 products per f32 lane, twice the multiply-adds of an F32 FMA per
-// instruction), the query and probability rows rounded to bf16 first; larger batches and
-// targets without AVX512-BF16 widen the rows to F32 for SGEMM.
+// values. Attention reads the rows directly with AVX512-BF16 dot products (vdpbf16ps: two bf16
+// products per f32 lane, twice the multiply-adds of an F32 FMA per instruction), the query and
+// probability rows rounded to bf16 first, token by token for prompts too; targets without
+// AVX512-BF16 widen the rows to F32 for SGEMM.
 #pragma once
 
 #include <cstdint>

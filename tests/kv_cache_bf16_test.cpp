@@ -123,8 +123,9 @@ TEST(KvCacheBf16, KernelsMatchDoubleSumsOverAwkwardShapes) {
 }
 
 // Stores batches into a BF16 cache and into an F32 cache given the same rows rounded to bf16,
-// and compares the outputs. Returns the largest difference over decode-sized batches; prompt
-// batches (SGEMM on the widened rows) must agree to summation order.
+// and compares the outputs. With AVX512-BF16 every batch runs the vdpbf16ps kernels: returns
+// the largest difference. Without, every batch runs SGEMM on the widened rows and must agree to
+// summation order.
 double check_target(isa::Target target, int nth) {
   ir::Node node;
   const ir::Graph g = attention_graph(&node);
@@ -136,7 +137,7 @@ double check_target(isa::Target target, int nth) {
   std::mt19937 rng(4321u + static_cast<unsigned>(nth));
   const std::vector<int64_t> sizes = {64, 64, 64, 64, 64, 64, 64, 64, 1, 3, 2, 20, 1, 4, 1};
   int64_t p0 = 0;
-  double worst_decode = 0.0;
+  double worst = 0.0;
   for (int64_t T : sizes) {
     EXPECT_LE(p0 + T, kCtx);
     Batch b(p0, T, rng);
@@ -153,27 +154,28 @@ double check_target(isa::Target target, int nth) {
     }
     const std::vector<float> yf = attend(**f32, b, cf, nth);
     const double d = max_abs_diff(yb, yf);
-    if (T > kMlaGlueMaxTokens || target.level < isa::IsaLevel::kAvx512Bf16) {
+    if (target.level < isa::IsaLevel::kAvx512Bf16) {
       EXPECT_LE(d, 2e-5) << "batch at " << p0;
     } else {
-      worst_decode = std::max(worst_decode, d);
+      worst = std::max(worst, d);
     }
     p0 += T;
   }
-  return worst_decode;
+  return worst;
 }
 
 TEST(KvCacheBf16, AttentionMatchesF32OverTheRoundedRows) {
   const isa::Target host{isa::host_level(), isa::host_tuning()};
   for (int nth : {1, 3}) {
     const double d = check_target(host, nth);
-    // Queries and probabilities rounded to bf16 (relative 2^-9 each): the outputs, averages of
-    // N(0,1) values with |y| < 4, moved by at most about 1e-3 where measured.
-    std::printf("[kv bf16] %s, %d threads: max |y_bf16 - y_f32| on decode batches = %.3e\n",
+    // Queries and probabilities rounded to bf16 (relative 2^-9 each). The outputs are averages of
+    // the visible N(0,1) rows: at the first positions of a prompt, one or a few rows with |v| up
+    // to ~4, so up to ~8e-3 (measured 9.7e-3); past hundreds of rows (decode) about 1e-3.
+    std::printf("[kv bf16] %s, %d threads: max |y_bf16 - y_f32| = %.3e\n",
                 isa::level_name(host.level), nth, d);
-    EXPECT_LE(d, 4e-3);
+    EXPECT_LE(d, 2e-2);
     if (host_has_bf16()) {
-      EXPECT_GT(d, 0.0);  // the decode kernels really round
+      EXPECT_GT(d, 0.0);  // the kernels really round
     }
   }
 }
