@@ -280,9 +280,11 @@ const float* MlaOp::f32_cache(const Tensor& cache) const {
 }
 
 bool MlaOp::sgemm_batch(int64_t T) const {
-  // BF16 rows: the vdpbf16ps kernels, token by token over the rows each token sees, beat the
-  // SGEMM pair over widened rows at every batch size.
+  // BF16 and F16 rows: the decode kernels, token by token over the rows each token sees (the
+  // causal half only), keep up with or beat the SGEMM pair, which would first widen every
+  // visible row to F32 again for each prompt chunk.
   if (kv_ == KvCacheType::BF16) return !bf16_;
+  if (kv_ == KvCacheType::F16) return scores_ == nullptr;
   if (T > kMlaGlueMaxTokens) return true;
   if (kv_ == KvCacheType::Q8_0) return !avx512_;
   return scores_ == nullptr;

@@ -46,11 +46,12 @@ struct AttentionScratch {
 
 class MlaOp {
  public:
-  // Decode-sized batches use generated glue kernels (scores and values over the cache rows);
-  // larger ones the SGEMM pair. Without AVX-512 glue (scalar target) SGEMM serves both.
-  // kv: the cache's element type. F16 and BF16: store() converts; SGEMM batches widen the
-  // visible rows once per call into a shared F32 copy. With AVX512-BF16, BF16 batches of any
-  // size compute from the bf16 rows directly (vdpbf16ps, token by token). Q8_0: store() quantises; decode-sized batches (AVX-512)
+  // F32 cache: decode-sized batches use generated glue kernels (scores and values over the cache
+  // rows), larger ones the SGEMM pair. Without AVX-512 glue (scalar target) SGEMM serves both.
+  // kv: the cache's element type. F16 and BF16: store() converts; batches of any size compute
+  // from those rows directly, token by token (F16: the glue kernels; BF16: vdpbf16ps with
+  // AVX512-BF16); without those kernels, SGEMM batches widen the visible rows once per call
+  // into a shared F32 copy. Q8_0: store() quantises; decode-sized batches (AVX-512)
   // compute from the Q8_0 rows directly, SGEMM batches widen chunks of kKvChunkRows rows into
   // each thread's scratch, so the cache is never held in F32.
   static Expected<std::unique_ptr<MlaOp>> create(const ir::Node& n, const ir::Graph& g, isa::Target target,
