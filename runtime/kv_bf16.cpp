@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/avx512_sum16.h"
+#include "runtime/kv_kernels.h"
 
 namespace zenmoe {
 
@@ -154,24 +154,6 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void values_grou
 }
 #pragma GCC diagnostic pop
 
-// Runs Fn<G> over the m rows in groups of 16, then of 8, the remainder with its own G.
-template <template <int> class Fn, typename... A>
-void by_groups(int64_t m, A... a) {
-  int64_t h = 0;
-  for (; h + 16 <= m; h += 16) Fn<16>::run(h, a...);
-  for (; h + 8 <= m; h += 8) Fn<8>::run(h, a...);
-  switch (m - h) {
-    case 1: Fn<1>::run(h, a...); break;
-    case 2: Fn<2>::run(h, a...); break;
-    case 3: Fn<3>::run(h, a...); break;
-    case 4: Fn<4>::run(h, a...); break;
-    case 5: Fn<5>::run(h, a...); break;
-    case 6: Fn<6>::run(h, a...); break;
-    case 7: Fn<7>::run(h, a...); break;
-    default: break;
-  }
-}
-
 template <int G>
 struct ScoresFn {
   static void run(int64_t h, const bf16_t* q, int64_t width, const bf16_t* rows, int64_t n_rows, float* s,
@@ -197,7 +179,7 @@ void kv_bf16_round_row(const float* x, bf16_t* dst, int64_t n, bool avx512bf16) 
 
 void kv_bf16_scores_avx512(const bf16_t* q, int64_t m, const bf16_t* rows, int64_t width, int64_t n_rows, float* s,
                            int64_t ld_s) {
-  by_groups<ScoresFn>(m, q, width, rows, n_rows, s, ld_s);
+  by_groups<ScoresFn, 16>(m, q, width, rows, n_rows, s, ld_s);
 }
 
 void kv_bf16_pairs(const bf16_t* p, int64_t ld_p, int64_t m, int64_t n, uint32_t* pairs) {
@@ -210,7 +192,7 @@ void kv_bf16_pairs(const bf16_t* p, int64_t ld_p, int64_t m, int64_t n, uint32_t
 
 void kv_bf16_values_avx512(const uint32_t* pairs, int64_t m, const bf16_t* rows, int64_t width, int64_t n_rows,
                            int64_t v_width, float* y) {
-  by_groups<ValuesFn>(m, pairs, m, rows, width, n_rows, v_width, y);
+  by_groups<ValuesFn, 16>(m, pairs, m, rows, width, n_rows, v_width, y);
 }
 
 }  // namespace zenmoe

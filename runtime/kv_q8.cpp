@@ -5,7 +5,7 @@
 #include "kernels/formats.h"
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/quant.h"
-#include "runtime/avx512_sum16.h"
+#include "runtime/kv_kernels.h"
 
 namespace zenmoe {
 
@@ -124,24 +124,6 @@ __attribute__((target("avx512f,avx512bw"))) void values_group(const float* p, in
 
 constexpr int kGroup = 8;  // query rows per pass: 16 accumulators (scores 8 x 2 rows, values 8 x 2 vectors)
 
-// Runs fn<G> over the m rows in groups of Big, then of kGroup, the remainder with its own G.
-template <template <int> class Fn, int Big = kGroup, typename... A>
-void by_groups(int64_t m, A... a) {
-  int64_t h = 0;
-  for (; h + Big <= m; h += Big) Fn<Big>::run(h, a...);
-  for (; h + kGroup <= m; h += kGroup) Fn<kGroup>::run(h, a...);
-  switch (m - h) {
-    case 1: Fn<1>::run(h, a...); break;
-    case 2: Fn<2>::run(h, a...); break;
-    case 3: Fn<3>::run(h, a...); break;
-    case 4: Fn<4>::run(h, a...); break;
-    case 5: Fn<5>::run(h, a...); break;
-    case 6: Fn<6>::run(h, a...); break;
-    case 7: Fn<7>::run(h, a...); break;
-    default: break;
-  }
-}
-
 template <int G>
 struct ScoresFn {
   static void run(int64_t h, const float* q, int64_t width, const uint8_t* rows, int64_t row_bytes, int64_t n_rows,
@@ -179,7 +161,7 @@ void kv_q8_0_scores_avx512(const float* q, int64_t m, const uint8_t* rows, int64
 
 void kv_q8_0_values_avx512(const float* p, int64_t ld_p, int64_t m, const uint8_t* rows, int64_t row_bytes,
                            int64_t n_rows, int64_t v_width, float* y) {
-  by_groups<ValuesFn>(m, p, ld_p, rows, row_bytes, n_rows, v_width, y);
+  by_groups<ValuesFn, kGroup>(m, p, ld_p, rows, row_bytes, n_rows, v_width, y);
 }
 
 }  // namespace zenmoe

@@ -135,10 +135,9 @@ double check_target(isa::Target target, int nth) {
   if (!b16 || !f32) return 1e30;
   Cache cb(GgmlType::BF16), cf(GgmlType::F32);
   std::mt19937 rng(4321u + static_cast<unsigned>(nth));
-  const std::vector<int64_t> sizes = {64, 64, 64, 64, 64, 64, 64, 64, 1, 3, 2, 20, 1, 4, 1};
   int64_t p0 = 0;
   double worst = 0.0;
-  for (int64_t T : sizes) {
+  for (int64_t T : kBatchSizes) {
     EXPECT_LE(p0 + T, kCtx);
     Batch b(p0, T, rng);
     const std::vector<float> yb = attend(**b16, b, cb, nth);

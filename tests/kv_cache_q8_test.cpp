@@ -40,12 +40,10 @@ void check_target(isa::Target target, int nth) {
   ASSERT_TRUE(f32.has_value() && exact.has_value());
   Cache cq8(GgmlType::Q8_0), cdeq(GgmlType::F32), cexact(GgmlType::F32);
   std::mt19937 rng(1234u + static_cast<unsigned>(nth));
-  // Prefill chunks (SGEMM path), then decode-sized batches (glue path) past one chunk of rows,
-  // then one more prefill chunk over all of them.
-  const std::vector<int64_t> sizes = {64, 64, 64, 64, 64, 64, 64, 64, 1, 3, 2, 20, 1, 4};
+  // Prefill chunks (SGEMM path), then decode-sized batches (the Q8_0 kernels).
   int64_t p0 = 0;
   double worst_exact = 0.0;
-  for (int64_t T : sizes) {
+  for (int64_t T : kBatchSizes) {
     ASSERT_LE(p0 + T, kCtx);
     Batch b(p0, T, rng);
     const std::vector<float> ye = attend(**exact, b, cexact, nth);

@@ -19,6 +19,8 @@ using refexec::Tensor;
 
 constexpr int64_t kR = 512, kRope = 64, kW = kR + kRope, kHeads = 12;
 constexpr int64_t kCtx = kKvChunkRows + 40;  // the last batches see more than one chunk
+// Prompt chunks, then decode-sized batches past one chunk of rows.
+inline const std::vector<int64_t> kBatchSizes = {64, 64, 64, 64, 64, 64, 64, 64, 1, 3, 2, 20, 1, 4};
 
 inline ir::Graph attention_graph(ir::Node* node) {
   ir::Graph g;
