@@ -244,13 +244,19 @@ void MlaOp::store(std::span<Tensor* const> in) const {
     std::memcpy(f, c.cf32() + t * R, static_cast<size_t>(R) * sizeof(float));
     std::memcpy(f + R, k_pe.cf32() + t * r, static_cast<size_t>(r) * sizeof(float));
   }
-  if ((kv_ == KvCacheType::F16 || kv_ == KvCacheType::BF16) && sgemm_batch(T)) {  // the SGEMM path reads F32 rows
-    const int64_t rows = static_cast<int64_t>(pos.ci32()[T - 1]) + 1;
-    widened_.resize(static_cast<size_t>(rows * W));
-    if (kv_ == KvCacheType::F16)
-      ref::fp16_to_fp32_row(reinterpret_cast<const f16_t*>(cache.cdata), widened_.data(), rows * W);
-    else
-      ref::bf16_to_fp32_row(reinterpret_cast<const bf16_t*>(cache.cdata), widened_.data(), rows * W);
+  // Without the F16 / BF16 kernels every batch runs the SGEMM pair, which reads F32 rows: an F32
+  // copy of the stored rows is kept up to date, each row widened once when it is stored.
+  if ((kv_ == KvCacheType::F16 || kv_ == KvCacheType::BF16) && sgemm_batch(T)) {
+    const auto rows = static_cast<size_t>(pos.ci32()[T - 1]) + 1;  // positions ascend
+    if (widened_.size() < rows * static_cast<size_t>(W)) widened_.resize(rows * static_cast<size_t>(W));
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t p = pos.ci32()[t];
+      float* dst = widened_.data() + p * W;
+      if (kv_ == KvCacheType::F16)
+        ref::fp16_to_fp32_row(reinterpret_cast<const f16_t*>(cache.cdata) + p * W, dst, W);
+      else
+        ref::bf16_to_fp32_row(reinterpret_cast<const bf16_t*>(cache.cdata) + p * W, dst, W);
+    }
   }
 }
 

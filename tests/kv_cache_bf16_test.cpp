@@ -122,39 +122,42 @@ TEST(KvCacheBf16, KernelsMatchDoubleSumsOverAwkwardShapes) {
   }
 }
 
-// Stores batches into a BF16 cache and into an F32 cache given the same rows rounded to bf16,
-// and compares the outputs. With AVX512-BF16 every batch runs the vdpbf16ps kernels: returns
-// the largest difference. Without, every batch runs SGEMM on the widened rows and must agree to
-// summation order.
-double check_target(isa::Target target, int nth) {
+// Stores batches into a 16-bit cache (BF16 or F16) and into an F32 cache given the same rows
+// rounded, and compares the outputs. BF16 with AVX512-BF16 runs the vdpbf16ps kernels, which
+// round queries and probabilities too: returns the largest difference. Otherwise the arithmetic
+// is F32 on the same numbers (the F16 glue kernels, or SGEMM on the rows widened as they were
+// stored) and must agree to summation order.
+double check_target(isa::Target target, int nth, KvCacheType kv = KvCacheType::BF16) {
   ir::Node node;
   const ir::Graph g = attention_graph(&node);
-  auto b16 = MlaOp::create(node, g, target, KvCacheType::BF16);
+  auto half = MlaOp::create(node, g, target, kv);
   auto f32 = MlaOp::create(node, g, target, KvCacheType::F32);
-  EXPECT_TRUE(b16.has_value() && f32.has_value());
-  if (!b16 || !f32) return 1e30;
-  Cache cb(GgmlType::BF16), cf(GgmlType::F32);
+  EXPECT_TRUE(half.has_value() && f32.has_value());
+  if (!half || !f32) return 1e30;
+  const bool bf16 = kv == KvCacheType::BF16;
+  const bool rounds = bf16 && target.level >= isa::IsaLevel::kAvx512Bf16;
+  Cache ch(bf16 ? GgmlType::BF16 : GgmlType::F16), cf(GgmlType::F32);
   std::mt19937 rng(4321u + static_cast<unsigned>(nth));
   int64_t p0 = 0;
   double worst = 0.0;
   for (int64_t T : kBatchSizes) {
     EXPECT_LE(p0 + T, kCtx);
     Batch b(p0, T, rng);
-    const std::vector<float> yb = attend(**b16, b, cb, nth);
+    const std::vector<float> yh = attend(**half, b, ch, nth);
     // store() writes the reference rounding; the F32 cache then gets the rounded rows.
-    const auto* cached = reinterpret_cast<const bf16_t*>(cb.bytes.data());
+    const auto* cached = reinterpret_cast<const uint16_t*>(ch.bytes.data());
     for (int64_t t = 0; t < T; ++t) {
       for (int64_t i = 0; i < kW; ++i) {
         float& x = i < kR ? b.c[static_cast<size_t>(t * kR + i)] : b.k_pe[static_cast<size_t>(t * kRope + i - kR)];
-        const bf16_t want = ref::fp32_to_bf16(x);
+        const uint16_t want = bf16 ? ref::fp32_to_bf16(x) : ref::fp32_to_fp16(x);
         EXPECT_EQ(cached[(p0 + t) * kW + i], want) << "position " << p0 + t << " element " << i;
-        x = ref::bf16_to_fp32(want);
+        x = bf16 ? ref::bf16_to_fp32(want) : ref::fp16_to_fp32(want);
       }
     }
     const std::vector<float> yf = attend(**f32, b, cf, nth);
-    const double d = max_abs_diff(yb, yf);
-    if (target.level < isa::IsaLevel::kAvx512Bf16) {
-      EXPECT_LE(d, 2e-5) << "batch at " << p0;
+    const double d = max_abs_diff(yh, yf);
+    if (!rounds) {
+      EXPECT_LE(d, 2e-5) << kv_cache_type_name(kv) << " batch at " << p0;
     } else {
       worst = std::max(worst, d);
     }
@@ -181,12 +184,19 @@ TEST(KvCacheBf16, AttentionMatchesF32OverTheRoundedRows) {
 
 TEST(KvCacheBf16, ScalarTargetWidensForSgemm) { EXPECT_EQ(check_target(isa::Target{}, 2), 0.0); }
 
+// F16 runs F32 arithmetic on the same numbers everywhere: the glue kernels, or, without them,
+// SGEMM on a copy of the rows widened as they are stored.
+TEST(KvCacheF16, AttentionMatchesF32OverTheRoundedRows) {
+  for (const isa::Target t : {isa::Target{isa::host_level(), isa::host_tuning()}, isa::Target{}})
+    for (int nth : {1, 3}) EXPECT_EQ(check_target(t, nth, KvCacheType::F16), 0.0) << isa::level_name(t.level);
+}
+
 namespace fs = std::filesystem;
 
 TEST(KvCacheBf16Cli, RunsWithBf16Cache) {
   const fs::path dir = fs::temp_directory_path() / ("zenmoe_kvbf16_cli_" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const std::string model = "'" + std::string(ZENMOE_ORACLE_DIR) + "/tiny-q4ks.gguf'";
+  const std::string model = std::string("'") + ZENMOE_ORACLE_DIR + "/tiny-q4ks.gguf'";
   const auto r = testing_cli::run_zenmoe(
       "run -m " + model + " -p 'The quick brown fox' -n 8 --temp 0 -c 256 -ctk bf16 -ctv bf16 -v", dir);
   fs::remove_all(dir);
