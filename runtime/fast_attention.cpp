@@ -236,8 +236,8 @@ void MlaOp::store(std::span<Tensor* const> in) const {
     }
     if (kv_ == KvCacheType::BF16) {
       auto* h = reinterpret_cast<bf16_t*>(cache.data) + p * W;
-      kv_bf16_round_row(c.cf32() + t * R, h, R, bf16_);
-      kv_bf16_round_row(k_pe.cf32() + t * r, h + R, r, bf16_);
+      kv_bf16_round_row(c.cf32() + t * R, h, R, avx512_);
+      kv_bf16_round_row(k_pe.cf32() + t * r, h + R, r, avx512_);
       continue;
     }
     float* f = cache.f32() + p * W;

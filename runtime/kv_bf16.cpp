@@ -172,8 +172,8 @@ struct ValuesFn {
 
 }  // namespace
 
-void kv_bf16_round_row(const float* x, bf16_t* dst, int64_t n, bool avx512bf16) {
-  if (avx512bf16) round_row_avx512(x, dst, n);
+void kv_bf16_round_row(const float* x, bf16_t* dst, int64_t n, bool avx512) {
+  if (avx512) round_row_avx512(x, dst, n);
   else ref::fp32_to_bf16_row(x, dst, n);
 }
 

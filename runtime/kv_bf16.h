@@ -11,9 +11,10 @@
 
 namespace zenmoe {
 
-// Rounds n floats to bf16 (round to nearest even, as ref::fp32_to_bf16). avx512bf16: the caller
-// checked the ISA model allows AVX512-BF16; the bits are identical either way.
-void kv_bf16_round_row(const float* x, bf16_t* dst, int64_t n, bool avx512bf16);
+// Rounds n floats to bf16 (round to nearest even, as ref::fp32_to_bf16). avx512: the caller
+// checked the ISA model allows AVX-512 F/BW/VL (the rounding is integer arithmetic, no BF16
+// instructions); the bits are identical either way.
+void kv_bf16_round_row(const float* x, bf16_t* dst, int64_t n, bool avx512);
 
 // AVX512-BF16 only (the caller checked the ISA model). Cache rows are `width` elements apart.
 // Scores: s[h * ld_s + j] = q_h · row_j (f32 sums of exact bf16 products) for the m query rows
