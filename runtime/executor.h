@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -52,6 +53,10 @@ class Executor {
   // Seconds per op kind accumulated over evals when ExecutorOptions::profile was set, largest
   // first; empty for engines that do not profile.
   virtual std::vector<std::pair<std::string, double>> profile() const { return {}; }
+  // Weight bytes one decoded token streams, by op kind, as the engine stores them (repacked
+  // layouts; routed experts count the experts a token uses); empty when the engine does not
+  // say. With profile() this gives each op kind's read bandwidth.
+  virtual std::map<std::string, uint64_t> decode_weight_bytes() const { return {}; }
 };
 
 }  // namespace zenmoe

@@ -89,6 +89,7 @@ class Impl final : public FastExecutor {
   Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) override;
   void reset() override { n_past_ = 0; }
   std::vector<std::pair<std::string, double>> profile() const override;
+  std::map<std::string, uint64_t> decode_weight_bytes() const override;
   std::vector<std::string> dispatch_log() const override { return dispatch_; }
   const std::string& placement() const override { return pool_->placement(); }
 
@@ -359,6 +360,15 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
       std::memcpy(logits, y + static_cast<size_t>(T - 1) * row, row * sizeof(float));
   }
   return Status::ok();
+}
+
+std::map<std::string, uint64_t> Impl::decode_weight_bytes() const {
+  std::map<std::string, uint64_t> bytes;
+  for (const Step& s : steps_) {
+    if (s.mat) bytes[ir::op_name(s.node->op)] += s.mat->token_bytes();
+    if (s.gate_up) bytes[ir::op_name(s.node->op)] += s.gate_up->token_bytes();
+  }
+  return bytes;
 }
 
 std::vector<std::pair<std::string, double>> Impl::profile() const {

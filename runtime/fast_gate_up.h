@@ -39,6 +39,10 @@ class GateUpOp {
   // Thread `tid` of `nth` writes its blocks of 256 outputs for every token (or routed slot).
   void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   const std::string& kernel_name() const { return kernel_name_; }
+  // Weight bytes one token reads: the gate/up pair, or k_used experts' pairs.
+  uint64_t token_bytes() const {
+    return static_cast<uint64_t>(packed_->layout.total_bytes * (routed_ ? k_used_ : 1));
+  }
 
  private:
   int64_t F_ = 0, tile_rows_ = 256;

@@ -78,6 +78,11 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
   return op;
 }
 
+uint64_t MatOp::token_bytes() const {
+  const int64_t per_mat = packed_ ? packed_->layout.total_bytes : raw_row_ * N_;
+  return static_cast<uint64_t>(per_mat * (by_expert_ ? k_used_ : n_mats_));
+}
+
 Status ExpertSlots::group(const Tensor& ids, int64_t n_experts, int64_t k_used, bool per_slot_x) {
   const int64_t slots = ids.numel();
   expert_begin.assign(static_cast<size_t>(n_experts + 1), 0);

@@ -46,6 +46,8 @@ class MatOp {
   void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   // "gemv_q4k_q8k_f32_8r__avx512vnni_zen4" or "reference q5_K" (dispatch log, profiles).
   const std::string& kernel_name() const { return kernel_name_; }
+  // Weight bytes one token's product reads: every matrix, or k_used experts of a routed op.
+  uint64_t token_bytes() const;
 
  private:
   void rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y, float alpha = 1.0f) const;

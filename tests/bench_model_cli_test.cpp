@@ -90,6 +90,23 @@ TEST(BenchModelCli, JsonHasRequiredFields) {
       }
       EXPECT_LE(sum, o[phase_s].get<double>() * 1.01 + 1e-3);  // ops run inside the timed phase
     }
+    // Weight bytes per op kind: the products' repacked matrices, k_used experts for routed
+    // ops. Their sum is the GGUF's active bytes give or take the layouts (the embedding row
+    // is not a product; Q5_0 matrices are read as Q8_0, 1.5x).
+    ASSERT_TRUE(o.contains("profile_decode_weight_bytes")) << o.dump();
+    const nlohmann::json& bytes = o["profile_decode_weight_bytes"];
+    ASSERT_TRUE(bytes.is_object() && bytes.contains("matmul") && bytes.contains("gate_up_swiglu_id")) << bytes.dump();
+    double total = 0;
+    for (const auto& [op, b] : bytes.items()) {
+      EXPECT_GT(b.get<uint64_t>(), 0u) << op;
+      total += b.get<double>();
+      // Each op's rate is its bytes over its decode time.
+      ASSERT_TRUE(o["profile_decode_gbps"].contains(op)) << op;
+      const double want = b.get<double>() * 2 / o["profile_decode_s"][op].get<double>() / 1e9;
+      EXPECT_NEAR(o["profile_decode_gbps"][op].get<double>(), want, 1e-9 * want) << op;
+    }
+    EXPECT_GT(total, 0.9 * static_cast<double>(stats->active_bytes));
+    EXPECT_LT(total, 1.6 * static_cast<double>(stats->active_bytes));
   }
 }
 
@@ -99,6 +116,7 @@ TEST(BenchModelCli, TextTable) {
   EXPECT_NE(r.out.find("MB of weights read per decoded token, reference engine"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("decode tok/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("matmul"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MB/token"), std::string::npos) << r.out;  // the reference engine gives no bytes: "-"
   EXPECT_TRUE(r.err.empty()) << r.err;
 }
 

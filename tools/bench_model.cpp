@@ -157,7 +157,17 @@ struct Figures {
   double prefill_tok_s = 0, decode_tok_s = 0, read_bw_gbps = 0, effective_gbps = 0, bw_fraction = 0;
   double prefill_s = 0, decode_s = 0;  // medians, seconds per run
   OpTimes profile[2];  // seconds per run by op kind: prefill, decode
+  std::map<std::string, uint64_t> op_bytes;  // weight bytes per decoded token by op kind
 };
+
+// An op kind's decode read rate: its weight bytes per token over its time per token (GB/s);
+// negative when the engine gives no bytes for it or it took no time.
+double op_decode_gbps(const Options& o, const Figures& f, const std::string& op) {
+  auto b = f.op_bytes.find(op);
+  auto t = f.profile[1].find(op);
+  if (b == f.op_bytes.end() || t == f.profile[1].end() || t->second <= 0 || o.gen <= 0) return -1;
+  return static_cast<double>(b->second) * o.gen / t->second / 1e9;
+}
 
 Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthProbe& probe, int threads,
                           uint64_t bytes_per_token) {
@@ -197,6 +207,7 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
   f.bw_fraction = f.read_bw_gbps > 0 ? f.effective_gbps / f.read_bw_gbps : 0;
   for (OpTimes& phase : f.profile)
     for (auto& [op, s] : phase) s /= o.reps;
+  if (o.profile) f.op_bytes = (*ex)->decode_weight_bytes();
   return f;
 }
 
@@ -220,6 +231,11 @@ nlohmann::json to_json(const Options& o, const Figures& f, uint64_t bytes_per_to
   if (o.profile) {
     j["profile_prefill_s"] = f.profile[0];
     j["profile_decode_s"] = f.profile[1];
+    j["profile_decode_weight_bytes"] = f.op_bytes;
+    nlohmann::json gbps = nlohmann::json::object();
+    for (const auto& [op, bytes] : f.op_bytes)
+      if (const double g = op_decode_gbps(o, f, op); g >= 0) gbps[op] = g;
+    j["profile_decode_gbps"] = gbps;
   }
   return j;
 }
@@ -241,7 +257,8 @@ void print_text(const Options& o, const Figures& f) {
   for (const auto& [op, s] : f.profile[1]) both[op] += s;
   for (const auto& [op, s] : both) order.emplace_back(s, op);
   std::sort(order.rbegin(), order.rend());
-  std::printf("        %-16s %12s %7s %12s %7s\n", "op (per run)", "prefill ms", "", "decode ms", "");
+  std::printf("        %-16s %12s %7s %12s %7s %9s %8s\n", "op (per run)", "prefill ms", "", "decode ms", "",
+              "MB/token", "GB/s");
   for (const auto& [total, op] : order) {
     double ms[2], pct[2];
     for (int p = 0; p < 2; ++p) {
@@ -250,7 +267,13 @@ void print_text(const Options& o, const Figures& f) {
       ms[p] = 1e3 * s;
       pct[p] = phase_total[p] > 0 ? 100.0 * s / phase_total[p] : 0.0;
     }
-    std::printf("        %-16s %12.3f %6.1f%% %12.3f %6.1f%%\n", op.c_str(), ms[0], pct[0], ms[1], pct[1]);
+    std::printf("        %-16s %12.3f %6.1f%% %12.3f %6.1f%%", op.c_str(), ms[0], pct[0], ms[1], pct[1]);
+    auto b = f.op_bytes.find(op);
+    const double gbps = op_decode_gbps(o, f, op);
+    if (b != f.op_bytes.end() && gbps >= 0)
+      std::printf(" %9.2f %8.2f\n", static_cast<double>(b->second) / 1e6, gbps);
+    else
+      std::printf(" %9s %8s\n", "-", "-");
   }
 }
 
