@@ -74,6 +74,16 @@ TEST(BenchModelCli, JsonHasRequiredFields) {
     // The figures derive from each other as documented.
     const double eff = o["bytes_per_token"].get<double>() * o["decode_tok_s"].get<double>() / 1e9;
     EXPECT_NEAR(o["effective_gbps"].get<double>(), eff, 1e-9 * eff + 1e-12);
+    // Each repetition's fraction is its decode traffic over its own probe; the figure is their
+    // median (one repetition here).
+    ASSERT_EQ(o["read_bw_gbps_per_rep"].size(), 1u);
+    ASSERT_EQ(o["decode_s_per_rep"].size(), 1u);
+    ASSERT_EQ(o["bw_fraction_per_rep"].size(), 1u);
+    const double rep_eff = o["bytes_per_token"].get<double>() * 2 / o["decode_s_per_rep"][0].get<double>() / 1e9;
+    EXPECT_NEAR(o["bw_fraction_per_rep"][0].get<double>(), rep_eff / o["read_bw_gbps_per_rep"][0].get<double>(),
+                1e-9 * rep_eff);
+    EXPECT_EQ(o["bw_fraction"].get<double>(), o["bw_fraction_per_rep"][0].get<double>());
+    EXPECT_EQ(o["read_bw_gbps"].get<double>(), o["read_bw_gbps_per_rep"][0].get<double>());
     EXPECT_NEAR(o["bw_fraction"].get<double>(), eff / o["read_bw_gbps"].get<double>(), 1e-9);
     EXPECT_NEAR(o["prefill_tok_s"].get<double>() * o["prefill_s"].get<double>(), 4.0, 1e-6);
     EXPECT_NEAR(o["decode_tok_s"].get<double>() * o["decode_s"].get<double>(), 2.0, 1e-6);

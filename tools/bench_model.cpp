@@ -26,7 +26,7 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"threads", "t", true, "thread counts to measure, e.g. 1,2 (default 1)"},
     {"prompt", "p", true, "prompt tokens for the prefill figure (default 512)"},
     {"n-gen", "n", true, "tokens decoded one at a time for the decode figure (default 128)"},
-    {"reps", "r", true, "repetitions per thread count; medians are reported (default 3)"},
+    {"reps", "r", true, "repetitions per thread count, each after its own bandwidth probe; medians are reported (default 3)"},
     {"warmup", "", true, "untimed runs before the repetitions (default 1)"},
     {"json", "", false, "print a JSON list, one object per thread count"},
     {"profile", "", false, "time per op kind (as the engine reports it)"},
@@ -156,6 +156,7 @@ struct Figures {
   int threads = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, read_bw_gbps = 0, effective_gbps = 0, bw_fraction = 0;
   double prefill_s = 0, decode_s = 0;  // medians, seconds per run
+  std::vector<double> read_bw_rep, decode_s_rep, fraction_rep;  // per repetition
   OpTimes profile[2];  // seconds per run by op kind: prefill, decode
   std::map<std::string, uint64_t> op_bytes;  // weight bytes per decoded token by op kind
 };
@@ -169,14 +170,13 @@ double op_decode_gbps(const Options& o, const Figures& f, const std::string& op)
   return static_cast<double>(b->second) * o.gen / t->second / 1e9;
 }
 
+// Every repetition runs right after its own bandwidth probe, and its decode traffic is taken
+// as a fraction of that probe: on a host whose bandwidth drifts over a run, each fraction
+// compares figures measured seconds apart. The figures are the medians over repetitions.
 Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthProbe& probe, int threads,
                           uint64_t bytes_per_token) {
   Figures f;
   f.threads = threads;
-  {
-    ThreadTeam team(threads);  // released (caller unpinned) before the model runs
-    f.read_bw_gbps = probe.measure(team, o.bw_reps).median_gbps;
-  }
   ExecutorOptions eo;
   eo.n_ctx = o.prompt + o.gen + 1;
   eo.n_threads = threads;
@@ -190,21 +190,28 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
     auto r = run_once(**ex, prompt, o.gen, threads);
     if (!r) return Error{r.error()};
   }
-  std::vector<double> pre, dec, pre_s, dec_s;
+  std::vector<double> pre, dec, pre_s;
   for (int rep = 0; rep < o.reps; ++rep) {
+    {
+      ThreadTeam team(threads);  // gives the caller its binding back before the model runs
+      f.read_bw_rep.push_back(probe.measure(team, o.bw_reps).median_gbps);
+    }
     auto r = run_once(**ex, prompt, o.gen, threads, &f.profile);
     if (!r) return Error{r.error()};
     pre_s.push_back(r->prefill_s);
-    dec_s.push_back(r->decode_s);
+    f.decode_s_rep.push_back(r->decode_s);
     pre.push_back(r->prefill_s > 0 ? o.prompt / r->prefill_s : 0);
     dec.push_back(r->decode_s > 0 ? o.gen / r->decode_s : 0);
+    const double eff = static_cast<double>(bytes_per_token) * dec.back() / 1e9;
+    f.fraction_rep.push_back(f.read_bw_rep.back() > 0 ? eff / f.read_bw_rep.back() : 0);
   }
   f.prefill_tok_s = median(pre);
   f.decode_tok_s = median(dec);
   f.prefill_s = median(pre_s);
-  f.decode_s = median(dec_s);
+  f.decode_s = median(f.decode_s_rep);
+  f.read_bw_gbps = median(f.read_bw_rep);
   f.effective_gbps = static_cast<double>(bytes_per_token) * f.decode_tok_s / 1e9;
-  f.bw_fraction = f.read_bw_gbps > 0 ? f.effective_gbps / f.read_bw_gbps : 0;
+  f.bw_fraction = median(f.fraction_rep);
   for (OpTimes& phase : f.profile)
     for (auto& [op, s] : phase) s /= o.reps;
   if (o.profile) f.op_bytes = (*ex)->decode_weight_bytes();
@@ -225,6 +232,9 @@ nlohmann::json to_json(const Options& o, const Figures& f, uint64_t bytes_per_to
                       {"effective_gbps", f.effective_gbps},
                       {"read_bw_gbps", f.read_bw_gbps},
                       {"bw_fraction", f.bw_fraction},
+                      {"read_bw_gbps_per_rep", f.read_bw_rep},
+                      {"decode_s_per_rep", f.decode_s_rep},
+                      {"bw_fraction_per_rep", f.fraction_rep},
                       {"reps", o.reps},
                       {"kv_cache", kv_cache_type_name(o.kv_type)},
                       {"clock", measure_clock_name()}};
