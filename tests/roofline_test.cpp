@@ -1,6 +1,9 @@
 // The read-bandwidth kernel: every load pattern reads every byte once.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <atomic>
 #include <cstring>
 #include <random>
 
@@ -56,6 +59,35 @@ TEST(Roofline, ProbeReportsThePatternItChose) {
   EXPECT_GT(r.median_gbps, 0);
   EXPECT_EQ(r.reps, 2);
   EXPECT_EQ(r.buffer_bytes % (int64_t{4096} * kProbeStreams), 0);
+}
+
+// bench model probes while an engine's pool has pinned the calling thread to one core: the team
+// must spread over the CPUs taken before that, and give the caller its pinning back.
+TEST(Roofline, TeamUsesTheCpusItIsGivenWhenTheCallerIsPinned) {
+  const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "one CPU";
+  cpu_set_t old, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(old), &old), 0);
+  CPU_ZERO(&one);
+  CPU_SET(cpus[0], &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+  std::atomic<int> where[2] = {-1, -1};
+  auto record = [&](int tid) { where[tid] = sched_getcpu(); };
+  {
+    ThreadTeam team(2, cpus);
+    team.run(record);
+  }
+  EXPECT_EQ(where[0].load(), cpus[0]);
+  EXPECT_EQ(where[1].load(), cpus[1]);
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&after, &one)) << "the caller's pinning is given back";
+  {
+    ThreadTeam team(2);  // without the list: confined to the caller's one CPU
+    team.run(record);
+  }
+  EXPECT_EQ(where[1].load(), cpus[0]);
+  sched_setaffinity(0, sizeof(old), &old);
 }
 
 }  // namespace

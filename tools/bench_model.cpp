@@ -177,6 +177,8 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
                           uint64_t bytes_per_token) {
   Figures f;
   f.threads = threads;
+  // The engine's pool pins this thread to one core; the probe's team spreads over these.
+  const std::vector<int> cpus = allowed_cpus();
   ExecutorOptions eo;
   eo.n_ctx = o.prompt + o.gen + 1;
   eo.n_threads = threads;
@@ -193,7 +195,7 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
   std::vector<double> pre, dec, pre_s;
   for (int rep = 0; rep < o.reps; ++rep) {
     {
-      ThreadTeam team(threads);  // gives the caller its binding back before the model runs
+      ThreadTeam team(threads, cpus);  // gives the caller its binding back before the model runs
       f.read_bw_rep.push_back(probe.measure(team, o.bw_reps).median_gbps);
     }
     auto r = run_once(**ex, prompt, o.gen, threads, &f.profile);

@@ -100,8 +100,8 @@ void pin_to(int cpu) {
 
 }  // namespace
 
-ThreadTeam::ThreadTeam(int threads) : size_(std::max(1, threads)) {
-  std::vector<int> cpus = allowed_cpus();
+ThreadTeam::ThreadTeam(int threads, std::vector<int> cpus) : size_(std::max(1, threads)) {
+  if (cpus.empty()) cpus = allowed_cpus();
   cpu_set_t old;
   CPU_ZERO(&old);
   if (sched_getaffinity(0, sizeof(old), &old) == 0) {

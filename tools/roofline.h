@@ -57,7 +57,9 @@ class AlignedBuffer {
 // briefly, then sleep on a futex, so a team does not burn a shared machine between jobs.
 class ThreadTeam {
  public:
-  explicit ThreadTeam(int threads);
+  // Thread i runs on cpus[i % size] (default: the CPUs the calling thread may use now; pass
+  // the list taken before anything pinned the caller, e.g. an engine's pool).
+  explicit ThreadTeam(int threads, std::vector<int> cpus = {});
   ~ThreadTeam();
   ThreadTeam(const ThreadTeam&) = delete;
   ThreadTeam& operator=(const ThreadTeam&) = delete;
