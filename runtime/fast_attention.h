@@ -51,9 +51,9 @@ class MlaOp {
   // kv: the cache's element type. F16 and BF16: store() converts; batches of any size compute
   // from those rows directly, token by token (F16: the glue kernels; BF16: vdpbf16ps with
   // AVX512-BF16); without those kernels, every batch runs the SGEMM pair over an F32 copy of the
-  // stored rows, each row widened once when it is stored. Q8_0: store() quantises; decode-sized batches (AVX-512)
-  // compute from the Q8_0 rows directly, SGEMM batches widen chunks of kKvChunkRows rows into
-  // each thread's scratch, so the cache is never held in F32.
+  // stored rows, each row widened once when it is stored. Q8_0: store() quantises;
+  // decode-sized batches (AVX-512) compute from the Q8_0 rows directly, SGEMM batches widen
+  // chunks of kKvChunkRows rows into each thread's scratch, so the cache is never held in F32.
   static Expected<std::unique_ptr<MlaOp>> create(const ir::Node& n, const ir::Graph& g, isa::Target target,
                                                  KvCacheType kv);
   // Caller thread: writes this batch's cache rows.

@@ -51,9 +51,10 @@ class AlignedBuffer {
   size_t size_ = 0;
 };
 
-// A fixed team of threads, each pinned to its own allowed CPU; the calling thread is member 0
-// (pinned while the team lives, its old affinity restored afterwards). run() releases all
-// members on one job and returns when every member has finished it. Idle members spin
+// A fixed team of threads, each pinned to its own CPU (from the list given, else the caller's
+// allowed CPUs); the calling thread is member 0 (pinned while the team lives, its old affinity
+// restored afterwards). run() releases all members on one job and returns when every member
+// has finished it. Idle members spin
 // briefly, then sleep on a futex, so a team does not burn a shared machine between jobs.
 class ThreadTeam {
  public:
