@@ -54,8 +54,8 @@ class AlignedBuffer {
 // A fixed team of threads, each pinned to its own CPU (from the list given, else the caller's
 // allowed CPUs); the calling thread is member 0 (pinned while the team lives, its old affinity
 // restored afterwards). run() releases all members on one job and returns when every member
-// has finished it. Idle members spin
-// briefly, then sleep on a futex, so a team does not burn a shared machine between jobs.
+// has finished it. Idle members spin briefly, then sleep on a futex, so a team does not burn a
+// shared machine between jobs.
 class ThreadTeam {
  public:
   // Thread i runs on cpus[i % size] (default: the CPUs the calling thread may use now; pass
