@@ -66,6 +66,15 @@ bool activation_for(GgmlType w, GgmlType* act) {
   }
 }
 
+// The generators that honour a prefetch stride above 64: the AVX-512 row-per-lane GEMV
+// (codegen/x64/gemv_rows16_avx512.cpp) for the plain formats, and for Q8_0 / Q4_0 from VNNI up.
+bool strided_prefetch_kernel(const KernelDesc& d) {
+  if (d.op != KernelOp::kGemv && d.op != KernelOp::kGemvAccumulate) return false;
+  const bool plain = d.weight == GgmlType::F32 || d.weight == GgmlType::F16 || d.weight == GgmlType::BF16;
+  const bool int8 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0;
+  return (plain && d.isa >= isa::IsaLevel::kAvx512) || (int8 && d.isa >= isa::IsaLevel::kAvx512Vnni);
+}
+
 }  // namespace
 
 std::string canonical_name(const KernelDesc& d) {
@@ -85,8 +94,9 @@ std::string canonical_name(const KernelDesc& d) {
 
 std::string instance_name(const KernelDesc& d) {
   std::string s = canonical_name(d);
-  s += "_k" + std::to_string(d.cols) + "_pf" + std::to_string(d.prefetch) + "_v" +
-       std::to_string(d.version);
+  s += "_k" + std::to_string(d.cols) + "_pf" + std::to_string(d.prefetch);
+  if (d.prefetch_stride > 64) s += "_ps" + std::to_string(d.prefetch_stride);
+  s += "_v" + std::to_string(d.version);
   if (d.reserved != 0) s += "_x" + std::to_string(d.reserved);
   return s;
 }
@@ -127,6 +137,15 @@ Status validate(const KernelDesc& d) {
   if (d.prefetch < 0 || d.prefetch > (1 << 16) || d.prefetch % 64 != 0)
     return Error{name + ": prefetch distance " + std::to_string(d.prefetch) +
                  " is not a multiple of 64 in 0..65536"};
+  if (d.prefetch_stride != 0) {
+    const int ps = d.prefetch_stride;
+    if (d.prefetch == 0)
+      return Error{name + ": prefetch stride " + std::to_string(ps) + " without a prefetch distance"};
+    if (ps < 64 || ps > 4096 || (ps & (ps - 1)) != 0)
+      return Error{name + ": prefetch stride " + std::to_string(ps) + " is not a power of two in 64..4096"};
+    if (ps > 64 && !strided_prefetch_kernel(d))
+      return Error{name + ": only the AVX-512 row-per-lane GEMV kernels prefetch less than every line"};
+  }
   if (d.version != kGeneratorVersion)
     return Error{name + ": generator version " + std::to_string(d.version) + " is not " +
                  std::to_string(kGeneratorVersion)};
@@ -147,23 +166,43 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
   d.tuning = target.tuning;
   // Row-per-lane layouts (kernels/pack.h) block 16 rows; K-quants block 8 (4 row pairs).
   d.row_block = weight == GgmlType::Q4_K ? 8 : 16;
-  d.prefetch = target.level == isa::IsaLevel::kScalar ? 0 : prefetch_distance(weight, target.tuning);
+  d.prefetch = prefetch_distance(weight, target);
+  d.prefetch_stride = static_cast<uint16_t>(prefetch_stride(weight, target));
   return d;
 }
 
-int prefetch_distance(GgmlType weight, isa::Tuning tuning) {
-  // Measured with paired runs (each distance timed in turn, six to eight rounds, the median of the
-  // per-round ratios; bench kernels, DRAM regime, Kimi and bench expert shapes):
-  // - F32, F16 and BF16 do little work per cache line and the hardware prefetcher keeps up
-  //   alone: no software prefetch was 6-23 % faster than 4 KiB at 1 thread.
+int prefetch_stride(GgmlType weight, isa::Target target) {
+  // One line per KiB for the formats whose AVX-512 kernel streams a row block as one long run
+  // (F32, F16, BF16, Q8_0), measured in turn against every line 4 KiB ahead and against no
+  // software prefetch (bench kernels, DRAM regime, Kimi expert and dense shapes, three rounds):
+  // +17-47 % at 1 thread and +6-48 % at 2 threads for all four. A line per 512 bytes or per
+  // 2 KiB gained less than half as much. Q4_0 lost 7-13 % at 2 threads that way and keeps
+  // every line; the other kernels prefetch whole records.
+  KernelDesc d;
+  d.weight = weight;
+  d.isa = target.level;
+  const bool sparse = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16 ||
+                      weight == GgmlType::Q8_0;
+  return sparse && strided_prefetch_kernel(d) ? 1024 : 0;
+}
+
+int prefetch_distance(GgmlType weight, isa::Target target) {
+  if (target.level == isa::IsaLevel::kScalar) return 0;
+  // Measured with paired runs (each distance timed in turn, three to eight rounds, the median
+  // of the per-round ratios; bench kernels, DRAM regime, Kimi and bench expert shapes):
+  // - One line per KiB (prefetch_stride) goes 16 KiB ahead: 8 KiB was up to 10 % slower for
+  //   Q8_0, 32 KiB within noise.
+  // - Without a stride, F32, F16 and BF16 do little work per cache line and run best with no
+  //   software prefetch: every line 4 KiB ahead was 6-23 % slower at 1 thread.
   // - Q6_K's 3392-byte records need 8 KiB: +29-33 % over 4 KiB (an earlier host: 50 % of the
   //   read bandwidth at 4 KiB, 70 % at 8 KiB, 64-67 % at 10-12 KiB).
   // - Q4_K: 4 KiB was 6-11 % faster than 8 KiB at 1 and 2 threads (2-3 KiB within 5 %). An
   //   earlier host had 8 KiB ahead by 6 points at K = 2048 and equal elsewhere.
-  // - Q5_K, Q8_0 and Q4_0 keep the base distance: 4 KiB beat 2 KiB and none; 8 KiB was within
-  //   8 % (slower for Q5_K).
+  // - Q5_K, Q4_0 and Q8_0 (where it prefetches every line) keep the base distance: 4 KiB beat
+  //   2 KiB and none; 8 KiB was within 8 % (slower for Q5_K).
+  if (prefetch_stride(weight, target) > 64) return 16384;
   if (weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16) return 0;
-  const int base = isa::tuning_hints(tuning).prefetch_distance;
+  const int base = isa::tuning_hints(target.tuning).prefetch_distance;
   return weight == GgmlType::Q6_K ? 2 * base : base;
 }
 
@@ -171,6 +210,7 @@ KernelDesc default_gemm_desc(GgmlType weight, int32_t cols, isa::Target target, 
   KernelDesc d = default_gemv_desc(weight, cols, target, KernelOp::kGemv);
   d.op = op;
   d.prefetch = 0;
+  d.prefetch_stride = 0;
   return d;
 }
 

@@ -48,7 +48,10 @@ struct KernelDesc {
   int32_t prefetch = 0;               // software prefetch distance in bytes, 0 = none
   uint16_t row_block = 8;             // rows computed together (register blocking, packing)
   uint16_t version = kGeneratorVersion;
-  uint32_t reserved = 0;              // keeps the struct free of padding; must be 0
+  // Bytes of weight stream per software-prefetched line; 0 = every line (same as 64).
+  // Larger strides (a power of two up to 4096) exist for the AVX-512 row-per-lane kernels.
+  uint16_t prefetch_stride = 0;
+  uint16_t reserved = 0;              // keeps the struct free of padding; must be 0
 };
 static_assert(std::is_trivially_copyable_v<KernelDesc>);
 static_assert(std::has_unique_object_representations_v<KernelDesc>,
@@ -66,8 +69,10 @@ struct KernelDescHash {
 
 // XNNPACK-style canonical name, e.g. "gemv_q4k_q8k_f32_8r__avx512vnni_zen5".
 std::string canonical_name(const KernelDesc& d);
-// The canonical name plus the fields it leaves out (K, prefetch, version): unique per
-// descriptor, used for dump files and logs, e.g. "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf512_v1".
+// The canonical name plus the fields it leaves out (K, prefetch distance and stride, version):
+// unique per descriptor, used for dump files and logs, e.g.
+// "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf512_v1" (a stride other than every line adds
+// "_ps1024" after the distance).
 std::string instance_name(const KernelDesc& d);
 // Short name of a format inside kernel names: "q4k", "q8k", "q80", "f16", "bf16", ...
 const char* format_short_name(GgmlType t);
@@ -76,9 +81,10 @@ const char* format_short_name(GgmlType t);
 // block, row block legal for the format, reserved zero). Does not check the host ISA.
 Status validate(const KernelDesc& d);
 
-// Software prefetch distance (bytes ahead of the weight stream) of a GEMV kernel for this
-// weight format under this tuning.
-int prefetch_distance(GgmlType weight, isa::Tuning tuning);
+// Software prefetch of a GEMV kernel for this weight format on `target`: the distance in
+// bytes ahead of the weight stream (0 = none) and the bytes per prefetched line (0 = every line).
+int prefetch_distance(GgmlType weight, isa::Target target);
+int prefetch_stride(GgmlType weight, isa::Target target);
 
 // The descriptor zenmoe uses for a GEMV of this weight format and K on `target`: the
 // activation format from spec §2.12, row block and prefetch distance from the tuning.

@@ -112,6 +112,19 @@ TEST_P(Rows16Gemv, DataKinds) {
   GemvTester().format(f).isa(level).cols(512).rows(33).prefetch(0).Test();
 }
 
+// Where the kernel honours a prefetch stride, every legal stride and distance gives the same
+// results over K that leave a partial iteration (the unrolled tail) and K shorter than one.
+TEST_P(Rows16Gemv, PrefetchStrides) {
+  const auto [f, level] = GetParam();
+  KernelDesc probe = GemvTester().format(f).isa(level).cols(256).prefetch(4096).prefetch_stride(1024).desc();
+  if (!validate(probe).is_ok()) GTEST_SKIP() << "this kernel prefetches every line: " << validate(probe).message();
+  const std::vector<int64_t> ks = legal_ks(f);
+  for (int stride : {64, 128, 512, 1024, 4096})
+    for (int pf : {64, 4096, 16384})
+      for (int64_t k : {ks[0], ks[1], int64_t{2048}, int64_t{7168}})
+        GemvTester().format(f).isa(level).cols(k).rows(k >= 7168 ? 3 : 19).prefetch(pf).prefetch_stride(stride).Test();
+}
+
 std::vector<FormatLevel> rows16_variants() {
   std::vector<FormatLevel> out;
   for (GgmlType f : {GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F32, GgmlType::F16, GgmlType::BF16})

@@ -42,7 +42,8 @@ class GemvTester {
   GemvTester& data(Data v) { data_ = v; return *this; }
   GemvTester& accumulate(bool v) { accumulate_ = v; return *this; }
   GemvTester& y_offset(int v) { y_offset_ = v; return *this; }  // floats: misaligns y
-  GemvTester& prefetch(int v) { prefetch_ = v; return *this; }
+  GemvTester& prefetch(int v) { prefetch_ = v; return *this; }  // 0 also clears the stride
+  GemvTester& prefetch_stride(int v) { prefetch_stride_ = v; return *this; }
   GemvTester& seed(uint32_t v) { seed_ = v; return *this; }
 
   KernelDesc desc() const {
@@ -50,6 +51,8 @@ class GemvTester {
                                      accumulate_ ? KernelOp::kGemvAccumulate : KernelOp::kGemv);
     if (row_block_ != 0) d.row_block = static_cast<uint16_t>(row_block_);
     if (prefetch_ >= 0) d.prefetch = prefetch_;
+    if (prefetch_ == 0) d.prefetch_stride = 0;
+    if (prefetch_stride_ >= 0) d.prefetch_stride = static_cast<uint16_t>(prefetch_stride_);
     return d;
   }
 
@@ -69,6 +72,7 @@ class GemvTester {
   bool accumulate_ = false;
   int y_offset_ = 0;
   int prefetch_ = -1;
+  int prefetch_stride_ = -1;
   uint32_t seed_ = 1;
 };
 

@@ -127,6 +127,7 @@ TEST(JitDesc, EveryFieldChangesTheKey) {
   vary([](KernelDesc& d) { d.prefetch = 512; });
   vary([](KernelDesc& d) { d.row_block = 4; });
   vary([](KernelDesc& d) { d.version = kGeneratorVersion + 1; });
+  vary([](KernelDesc& d) { d.prefetch_stride = 1024; });
   vary([](KernelDesc& d) { d.reserved = 1; });
   // Every byte of the struct belongs to a field above (no padding is asserted in the header);
   // check the list covers them all by flipping each byte too.
@@ -144,8 +145,8 @@ TEST(JitDesc, EveryFieldChangesTheKey) {
     EXPECT_NE(d, b);
     EXPECT_NE(desc_hash(d), desc_hash(b));
   }
-  for (size_t i = 0; i < 11; ++i) names.insert(instance_name(variants[i]));
-  EXPECT_EQ(names.size(), 12u) << "instance names must be unique per descriptor field";
+  for (size_t i = 0; i < 12; ++i) names.insert(instance_name(variants[i]));
+  EXPECT_EQ(names.size(), 13u) << "instance names must be unique per descriptor field";
 }
 
 TEST(JitDesc, Validation) {
@@ -165,6 +166,35 @@ TEST(JitDesc, Validation) {
   d = base_desc();
   d.prefetch = 100;
   EXPECT_FALSE(validate(d).is_ok());
+  // Prefetch stride: a power of two in 64..4096, only with a distance, above 64 only where a
+  // kernel implements it (the AVX-512 row-per-lane GEMV; base_desc is Q4_K).
+  d = base_desc();
+  d.prefetch_stride = 64;
+  EXPECT_TRUE(validate(d).is_ok());
+  d.prefetch_stride = 1024;
+  EXPECT_NE(validate(d).message().find("row-per-lane"), std::string::npos) << validate(d).message();
+  d = default_gemv_desc(GgmlType::BF16, 7168, {IsaLevel::kAvx512, Tuning::kZen4});
+  EXPECT_EQ(d.prefetch_stride, 1024);
+  EXPECT_EQ(d.prefetch, 16384);
+  EXPECT_TRUE(validate(d).is_ok());
+  EXPECT_EQ(instance_name(d), "gemv_bf16_bf16_f32_16r__avx512_zen4_k7168_pf16384_ps1024_v1");
+  for (int bad : {32, 96, 8192}) {
+    d.prefetch_stride = static_cast<uint16_t>(bad);
+    EXPECT_NE(validate(d).message().find("power of two"), std::string::npos) << bad;
+  }
+  d.prefetch_stride = 1024;
+  d.prefetch = 0;
+  EXPECT_NE(validate(d).message().find("without a prefetch distance"), std::string::npos);
+  // Without AVX-512 the plain formats keep no software prefetch and Q8_0 every line.
+  d = default_gemv_desc(GgmlType::BF16, 7168, {IsaLevel::kAvx2, Tuning::kZen4});
+  EXPECT_EQ(d.prefetch, 0);
+  EXPECT_EQ(d.prefetch_stride, 0);
+  d = default_gemv_desc(GgmlType::Q8_0, 7168, {IsaLevel::kAvx512, Tuning::kZen4});
+  EXPECT_EQ(d.prefetch_stride, 0);
+  EXPECT_TRUE(validate(d).is_ok());
+  d = default_gemm_desc(GgmlType::Q8_0, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4});
+  EXPECT_EQ(d.prefetch_stride, 0);
+  EXPECT_TRUE(validate(d).is_ok());
 }
 
 TEST(JitRegistry, GeneratesOncePerKeyAcrossThreads) {

@@ -7,6 +7,7 @@
 //   F32 / F16 / BF16: acc += w[k][rows] * x[k], four accumulators for FMA latency; f16 and
 //     bf16 activations are widened to f32 once per call. bf16 weights are widened by a
 //     16-bit shift (the host may lack AVX512_BF16, and the shift is exact).
+#include <algorithm>
 #include <memory>
 
 #include "codegen/x64/avx2_rows16.h"
@@ -42,6 +43,8 @@ class GemvRows16 : public JitKernelBase {
   void prep_quant();
   void prep_plain();
   void quant_block();
+  void quant_loop();
+  int stride() const { return d_.prefetch == 0 ? 0 : std::max<int>(64, d_.prefetch_stride); }
   void plain_step(int u, int k_off);
   void plain_loop();
   void store_group();
@@ -84,12 +87,7 @@ void GemvRows16::generate() {
   mov(rScr, rsp);
   for (const Zmm& a : zAcc) vpxord(a, a, a);
   if (quant()) {
-    Label blk;
-    mov(rCnt, nblocks());
-    L(blk);
-    quant_block();
-    dec(rCnt);
-    jnz(blk, T_NEAR);
+    quant_loop();
   } else {
     plain_loop();
   }
@@ -154,7 +152,7 @@ void GemvRows16::quant_block() {
     }
     vpsrad(zI2, zI2, 4);
   }
-  if (d_.prefetch != 0) {
+  if (stride() == 64) {
     for (int i = 0; i < code_bytes() / 64; ++i) prefetcht0(ptr[rPc + d_.prefetch + 64 * i]);
     prefetcht0(ptr[rPd + (d_.prefetch / 16 + 63) / 64 * 64]);
   }
@@ -168,6 +166,28 @@ void GemvRows16::quant_block() {
   add(rPd, 32);
   add(rPx, 34);
   add(rScr, 8);
+}
+
+// The blocks of one row group. Every line prefetched: one block per iteration, the prefetch
+// inside quant_block. A larger stride: enough blocks per iteration for one stride of codes,
+// one prefetched line per stride of codes and of scales, the rest unrolled after the loop.
+void GemvRows16::quant_loop() {
+  const int s = stride();
+  const int per = s > 64 ? std::max(1, s / code_bytes()) : 1;
+  const int64_t iters = nblocks() / per, tail = nblocks() % per;
+  const int code_lines = s > 64 ? per * code_bytes() / s : 0;
+  const int scale_lines = s > 64 ? std::max(1, per * 32 / s) : 0;
+  if (iters > 0) {
+    Label blk;
+    mov(rCnt, iters);
+    L(blk);
+    for (int i = 0; i < code_lines; ++i) prefetcht0(ptr[rPc + d_.prefetch + s * i]);
+    for (int i = 0; i < scale_lines; ++i) prefetcht0(ptr[rPd + (d_.prefetch / 16 + 63) / 64 * 64 + s * i]);
+    for (int b = 0; b < per; ++b) quant_block();
+    dec(rCnt);
+    jnz(blk, T_NEAR);
+  }
+  for (int64_t b = 0; b < tail; ++b) quant_block();
 }
 
 // One k step into accumulator u; k_off is the element offset from the loop pointers.
@@ -188,23 +208,28 @@ void GemvRows16::plain_step(int u, int k_off) {
   (void)es;
 }
 
+// kUnroll k steps per iteration, or more so an iteration covers one prefetch stride; one
+// line prefetched per stride, the leftover k steps unrolled after the loop.
 void GemvRows16::plain_loop() {
   const int row_bytes = kRows * elem_bytes();
-  const int64_t iters = d_.cols / kUnroll, tail = d_.cols % kUnroll;
+  const int s = stride();
+  const int body = std::max(s, kUnroll * row_bytes);
+  const int steps = body / row_bytes;
+  const int64_t iters = d_.cols / steps, tail = d_.cols % steps;
   const Reg64& rAct = fmt_ == GgmlType::F32 ? rPx : rScr;
   if (iters > 0) {
     Label loop;
     mov(rCnt, iters);
     L(loop);
-    for (int u = 0; u < kUnroll; ++u) plain_step(u, u);
-    if (d_.prefetch != 0)
-      for (int i = 0; i < kUnroll * row_bytes / 64; ++i) prefetcht0(ptr[rPc + d_.prefetch + 64 * i]);
-    add(rPc, kUnroll * row_bytes);
-    add(rAct, kUnroll * 4);
+    for (int u = 0; u < steps; ++u) plain_step(u % kUnroll, u);
+    if (s != 0)
+      for (int i = 0; i < body / s; ++i) prefetcht0(ptr[rPc + d_.prefetch + s * i]);
+    add(rPc, body);
+    add(rAct, steps * 4);
     dec(rCnt);
     jnz(loop, T_NEAR);
   }
-  for (int u = 0; u < tail; ++u) plain_step(u, u);
+  for (int u = 0; u < tail; ++u) plain_step(u % kUnroll, u);
 }
 
 // acc lanes are the group's rows: mask to [r0, r1) and store (or accumulate) directly.
