@@ -38,9 +38,11 @@
 //   3328  d [16 rows] f16; 3360..3391 zero.
 // Q5_K (S super-blocks, sub-block s = 0..7 of 32; 5-bit codes c in 0..31): one contiguous
 //   2880-byte record per super-block (group stride S*2880), at record offsets
-//   0     low nibbles [32 chunks (8s'+j, s' = 0..3, j = 0..7)][16 rows][4 bytes]:
-//         byte t = c(32s'+4j+t) & 15 | (c(32(s'+4)+4j+t) & 15) << 4
-//   2048  fifth bits  [8 chunks j][16 rows][4 bytes]: bit k of byte t = c(32k+4j+t) >> 4
+//   0     [8 chunk sets j = 0..7][5 chunks][16 rows][4 bytes], in the order the kernels read
+//         them (strictly increasing addresses stream faster from DRAM than a stride):
+//         +320j     fifth bits: bit k of byte t = c(32k+4j+t) >> 4
+//         +320j+64(1+s'), s' = 0..3, low nibbles:
+//                   byte t = c(32s'+4j+t) & 15 | (c(32(s'+4)+4j+t) & 15) << 4
 //   2560  scales [8 sub-blocks][16 rows] u8, 2688 mins [8][16] u8 (6-bit values expanded)
 //   2816  d [16 rows] f16, 2848 dmin [16 rows] f16.
 #pragma once
@@ -53,6 +55,11 @@
 #include "kernels/status.h"
 
 namespace zenmoe {
+
+// Q5_K record offsets of the code chunks of set j (see the layout above): the fifth bits,
+// and the low nibbles of sub-blocks s' and s' + 4 (s' = 0..3).
+inline constexpr int64_t q5k_fifth_offset(int j) { return 320 * j; }
+inline constexpr int64_t q5k_nibble_offset(int s, int j) { return 320 * j + 64 * (1 + s); }
 
 struct PackLayout {
   GgmlType format = GgmlType::Q4_K;

@@ -13,7 +13,7 @@ namespace {
 
 constexpr int64_t R = 16;
 // Offsets inside one super-block record.
-constexpr int64_t kLo = 0, kHi = 2048, kSc = 2560, kMin = 2688, kD = 2816, kDmin = 2848;
+constexpr int64_t kSc = 2560, kMin = 2688, kD = 2816, kDmin = 2848;
 
 // The 5-bit code (0..31) of weight w of a GGUF Q5_K block (spec §2.7): low nibble from qs
 // (sub-block pairs share bytes), fifth bit s of qh[w % 32].
@@ -28,13 +28,13 @@ void pack_block(const BlockQ5_K& b, int64_t i, uint8_t* rec) {
     for (int j = 0; j < 8; ++j)
       for (int t = 0; t < 4; ++t) {
         const int a = q5k_code(b, 32 * s + 4 * j + t), c = q5k_code(b, 32 * (s + 4) + 4 * j + t);
-        rec[kLo + (8 * s + j) * 64 + 4 * i + t] = uint8_t((a & 0x0F) | ((c & 0x0F) << 4));
+        rec[q5k_nibble_offset(s, j) + 4 * i + t] = uint8_t((a & 0x0F) | ((c & 0x0F) << 4));
       }
   for (int j = 0; j < 8; ++j)
     for (int t = 0; t < 4; ++t) {
       uint8_t v = 0;
       for (int k = 0; k < 8; ++k) v |= uint8_t((q5k_code(b, 32 * k + 4 * j + t) >> 4) << k);
-      rec[kHi + 64 * j + 4 * i + t] = v;
+      rec[q5k_fifth_offset(j) + 4 * i + t] = v;
     }
   for (int s = 0; s < 8; ++s) ref::kscale_get(b.scales, s, &rec[kSc + 16 * s + i], &rec[kMin + 16 * s + i]);
   std::memcpy(rec + kD + 2 * i, &b.d, 2);
@@ -43,8 +43,8 @@ void pack_block(const BlockQ5_K& b, int64_t i, uint8_t* rec) {
 
 int packed_code(const uint8_t* rec, int64_t i, int w) {
   const int s = w / 32, j = (w % 32) / 4, t = w % 4;
-  const uint8_t lo = rec[kLo + (8 * (s % 4) + j) * 64 + 4 * i + t];
-  const uint8_t hi = rec[kHi + 64 * j + 4 * i + t];
+  const uint8_t lo = rec[q5k_nibble_offset(s % 4, j) + 4 * i + t];
+  const uint8_t hi = rec[q5k_fifth_offset(j) + 4 * i + t];
   return (s < 4 ? (lo & 0x0F) : (lo >> 4)) | (((hi >> s) & 1) << 4);
 }
 

@@ -33,7 +33,8 @@
 namespace zenmoe::plan {
 
 // 2: Q4_K and Q6_K packed groups hold one record per super-block (kernels/pack.h).
-inline constexpr uint32_t kPlanVersion = 2;
+// 3: Q5_K records hold their code chunks in the order the kernels read them.
+inline constexpr uint32_t kPlanVersion = 3;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 
 // How a tensor's matrices were packed (kernels/pack.h).

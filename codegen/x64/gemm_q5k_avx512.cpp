@@ -6,6 +6,7 @@
 
 #include "codegen/x64/gemm_kquant_rows.h"
 #include "codegen/x64/generators.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 using namespace Xbyak;
 
 // Offsets inside a packed super-block record (kernels/pack.h).
-constexpr int kRecord = 2880, kFifth = 2048, kScales = 2560, kMins = 2688, kD = 2816, kDmin = 2848;
+constexpr int kRecord = 2880, kScales = 2560, kMins = 2688, kD = 2816, kDmin = 2848;
 
 class GemmQ5K : public GemmKQuantRows {
  public:
@@ -51,10 +52,10 @@ void GemmQ5K::join(const Zmm& nib, int j, int s) {
 }
 
 void GemmQ5K::transcode() {
-  for (int j = 0; j < 8; ++j) vmovdqa32(fifth(j), ptr[r9 + kFifth + 64 * j]);
+  for (int j = 0; j < 8; ++j) vmovdqa32(fifth(j), ptr[r9 + q5k_fifth_offset(j)]);
   for (int s = 0; s < 4; ++s)
     for (int j = 0; j < 8; ++j) {
-      vmovdqa32(zmm0, ptr[r9 + 64 * (8 * s + j)]);
+      vmovdqa32(zmm0, ptr[r9 + q5k_nibble_offset(s, j)]);
       vpsrlw(zmm1, zmm0, 4);
       join(zmm0, j, s);
       join(zmm1, j, s + 4);

@@ -13,6 +13,7 @@
 
 #include "codegen/x64/avx2_rows16.h"
 #include "codegen/x64/generators.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -20,7 +21,7 @@ namespace {
 using namespace Xbyak;
 
 constexpr int kQ8KBytes = 292, kQ8KBsums = 260, kRecord = 2880;
-constexpr int kHi = 2048, kSc = 2560, kMin = 2688, kD = 2816, kDmin = 2848;
+constexpr int kSc = 2560, kMin = 2688, kD = 2816, kDmin = 2848;
 
 class GemvQ5KAvx2 : public Avx2Rows16Kernel {
  public:
@@ -74,8 +75,8 @@ void GemvQ5KAvx2::half(int h) {
 
 // Codes of weights 32s + 4j + t (into yW0) and 32(s + 4) + 4j + t (into yW1), half h.
 void GemvQ5KAvx2::chunk(int s, int j, int h) {
-  vmovdqu(yV, ptr[rP + (8 * s + j) * 64 + 32 * h]);
-  vmovdqu(yH, ptr[rP + kHi + 64 * j + 32 * h]);
+  vmovdqu(yV, ptr[rP + q5k_nibble_offset(s, j) + 32 * h]);
+  vmovdqu(yH, ptr[rP + q5k_fifth_offset(j) + 32 * h]);
   // Sub-block s: bit s of the fifth-bit byte up to bit 4 (word shifts keep each byte's own
   // bit there; the mask drops what crossed from the neighbour byte).
   vpand(yL, yV, yM0F);

@@ -12,6 +12,7 @@
 
 #include "codegen/x64/generators.h"
 #include "codegen/x64/jit_base.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -19,7 +20,7 @@ namespace {
 using namespace Xbyak;
 
 constexpr int kRows = 16, kQ8KBytes = 292, kQ8KBsums = 260, kRecord = 2880;
-constexpr int kHi = 2048, kSc = 2560, kMin = 2688, kD = 2816, kDmin = 2848;
+constexpr int kSc = 2560, kMin = 2688, kD = 2816, kDmin = 2848;
 // vpternlogd immediates (dst = a, src2 = b, src3 = c).
 constexpr uint8_t kAandCorB = 0xEC;  // (a & c) | b
 constexpr uint8_t kAorBandC = 0xF8;  // a | (b & c)
@@ -110,9 +111,9 @@ void GemvQ5KAvx512::superblock() {
 // Fifth-bit chunk j and the four low-nibble chunks 8s + j: codes of weights 32k + 4j + t for
 // every sub-block k.
 void GemvQ5KAvx512::chunk(int j) {
-  vmovdqu32(zH, ptr[rP + kHi + 64 * j]);
+  vmovdqu32(zH, ptr[rP + q5k_fifth_offset(j)]);
   for (int s = 0; s < 4; ++s) {
-    vmovdqu32(zV, ptr[rP + (8 * s + j) * 64]);
+    vmovdqu32(zV, ptr[rP + q5k_nibble_offset(s, j)]);
     // Sub-block s: bit s of the fifth-bit byte moves up to bit 4 (word shifts keep every
     // byte's own bit there; the mask drops what crossed from the neighbour byte).
     vpandd(zLo, zV, zM0F);
