@@ -29,11 +29,13 @@
 //       d [nb][16] f16. Group stride round_up(nb*288, 64).
 // F32 / F16 / BF16: [K][16 rows] elements (column-major inside the group).
 // Q6_K (S = K/256 super-blocks; 6-bit codes c = q + 32 in 0..63; sub-block s = 0..15 of 16):
-//   one 3392-byte record per super-block (53 cache lines; group stride S*3392), at offsets
-//   0     low nibbles [32 chunks (4s'+j, s' = 0..7, j = 0..3)][16 rows][4 bytes]:
-//         byte t = c(16s'+4j+t) & 15 | (c(16(s'+8)+4j+t) & 15) << 4
-//   2048  high bits [16 chunks (4s''+j, s'' = 0..3)][16 rows][4 bytes]:
-//         bits 2k..2k+1 of byte t = c(16(s''+4k)+4j+t) >> 4, k = 0..3
+//   one 3392-byte record per super-block (53 cache lines; group stride S*3392). Chunks are
+//   [16 rows][4 bytes]; low-nibble chunk 4s'+j (s' = 0..7, j = 0..3) holds in byte t
+//   c(16s'+4j+t) & 15 | (c(16(s'+8)+4j+t) & 15) << 4, high-bit chunk 4s''+j (s'' = 0..3)
+//   holds in bits 2k..2k+1 of byte t c(16(s''+4k)+4j+t) >> 4 (k = 0..3). They sit in the
+//   order the kernels first read them:
+//   0     for s'' = 0..3, j = 0..3: low-nibble chunk 4s''+j, then high-bit chunk 4s''+j
+//   2048  low-nibble chunks 16..31 (the high bits are read again from cache)
 //   3072  scales [16 sub-blocks][16 rows] int8
 //   3328  d [16 rows] f16; 3360..3391 zero.
 // Q5_K (S super-blocks, sub-block s = 0..7 of 32; 5-bit codes c in 0..31): one contiguous
@@ -60,6 +62,11 @@ namespace zenmoe {
 // and the low nibbles of sub-blocks s' and s' + 4 (s' = 0..3).
 inline constexpr int64_t q5k_fifth_offset(int j) { return 320 * j; }
 inline constexpr int64_t q5k_nibble_offset(int s, int j) { return 320 * j + 64 * (1 + s); }
+
+// Q6_K record offsets (see the layout above) of low-nibble chunk 4s' + j (s' = 0..7) and
+// high-bit chunk 4s'' + j (s'' = 0..3).
+inline constexpr int64_t q6k_nibble_offset(int s, int j) { return s < 4 ? 512 * s + 128 * j : 1024 + 256 * s + 64 * j; }
+inline constexpr int64_t q6k_high_offset(int s, int j) { return 512 * s + 128 * j + 64; }
 
 struct PackLayout {
   GgmlType format = GgmlType::Q4_K;

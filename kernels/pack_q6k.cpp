@@ -12,12 +12,12 @@ constexpr int64_t R = 16;
 constexpr int64_t kRecord = 3392;  // one super-block's bytes (kernels/pack.h)
 
 struct Q6KRegions {
-  int64_t lo, hi, scales, d;  // starts of super-block sb's regions inside a group
+  int64_t codes, scales, d;  // starts of super-block sb's regions inside a group
 };
 
 Q6KRegions regions(int64_t sb) {
   const int64_t rec = sb * kRecord;
-  return {rec, rec + 2048, rec + 3072, rec + 3328};
+  return {rec, rec + 3072, rec + 3328};
 }
 
 // The 6-bit code (0..63, bias 32 not removed) of weight w of a GGUF Q6_K block (spec §2.8).
@@ -35,14 +35,14 @@ void pack_block(const BlockQ6_K& b, int64_t sb, int64_t i, uint8_t* g) {
     for (int j = 0; j < 4; ++j)
       for (int t = 0; t < 4; ++t) {
         const int a = q6k_code(b, 16 * s + 4 * j + t), c = q6k_code(b, 16 * (s + 8) + 4 * j + t);
-        g[o.lo + (4 * s + j) * 64 + 4 * i + t] = uint8_t((a & 0x0F) | ((c & 0x0F) << 4));
+        g[o.codes + q6k_nibble_offset(s, j) + 4 * i + t] = uint8_t((a & 0x0F) | ((c & 0x0F) << 4));
       }
   for (int s = 0; s < 4; ++s)
     for (int j = 0; j < 4; ++j)
       for (int t = 0; t < 4; ++t) {
         uint8_t v = 0;
         for (int k = 0; k < 4; ++k) v |= uint8_t((q6k_code(b, 16 * (s + 4 * k) + 4 * j + t) >> 4) << (2 * k));
-        g[o.hi + (4 * s + j) * 64 + 4 * i + t] = v;
+        g[o.codes + q6k_high_offset(s, j) + 4 * i + t] = v;
       }
   for (int s = 0; s < 16; ++s) g[o.scales + 16 * s + i] = static_cast<uint8_t>(b.scales[s]);
   std::memcpy(g + o.d + i * 2, &b.d, 2);
@@ -50,8 +50,8 @@ void pack_block(const BlockQ6_K& b, int64_t sb, int64_t i, uint8_t* g) {
 
 int packed_code(const uint8_t* g, const Q6KRegions& o, int64_t i, int w) {
   const int s = w / 16, j = (w % 16) / 4, t = w % 4;
-  const uint8_t lo = g[o.lo + (4 * (s % 8) + j) * 64 + 4 * i + t];
-  const uint8_t hi = g[o.hi + (4 * (s % 4) + j) * 64 + 4 * i + t];
+  const uint8_t lo = g[o.codes + q6k_nibble_offset(s % 8, j) + 4 * i + t];
+  const uint8_t hi = g[o.codes + q6k_high_offset(s % 4, j) + 4 * i + t];
   const int low = s < 8 ? (lo & 0x0F) : (lo >> 4);
   return low | (((hi >> (2 * (s / 4))) & 3) << 4);
 }

@@ -33,7 +33,7 @@
 namespace zenmoe::plan {
 
 // 2: Q4_K and Q6_K packed groups hold one record per super-block (kernels/pack.h).
-// 3: Q5_K records hold their code chunks in the order the kernels read them.
+// 3: Q5_K and Q6_K records hold their code chunks in the order the kernels read them.
 inline constexpr uint32_t kPlanVersion = 3;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 

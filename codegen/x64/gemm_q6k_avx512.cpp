@@ -14,6 +14,7 @@
 
 #include "codegen/x64/gemm_jit.h"
 #include "codegen/x64/generators.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -34,7 +35,7 @@ class GemmQ6K : public JitGemmBase {
   void generate() { emit(); }
 
  private:
-  const Reg64 rPlo = r13, rPhi = r14, rPsc = r15, rPd = r9, rPa = r8, rCnt = rsi;
+  const Reg64 rPlo = r13, rPsc = r15, rPd = r9, rPa = r8, rCnt = rsi;
   const Zmm zA = zmm0, zB = zmm1, zM0F = zmm2, zM30 = zmm3, zDw = zmm4, zScd = zmm5, zT = zmm6;
   Zmm acc(int t) const { return Zmm(8 + t); }    // zmm8 .. zmm15
   Zmm sb(int t) const { return Zmm(16 + t); }    // zmm16 .. zmm23
@@ -90,7 +91,6 @@ void GemmQ6K::body(int m) {
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
   add(rPlo, qword[rArgs + 0]);
-  lea(rPhi, ptr[rPlo + 2048]);  // super-block records (kernels/pack.h)
   lea(rPsc, ptr[rPlo + 3072]);
   lea(rPd, ptr[rPlo + 3328]);
   mov(rPa, slot_act());
@@ -99,7 +99,6 @@ void GemmQ6K::body(int m) {
   L(sbl);
   superblock(m);
   add(rPlo, 3392);
-  add(rPhi, 3392);
   add(rPsc, 3392);
   add(rPd, 3392);
   add(rPa, kTokens * kActBytes);
@@ -118,8 +117,8 @@ void GemmQ6K::body(int m) {
 void GemmQ6K::code(int s, int j) {
   constexpr uint8_t kOrAnd = 0xF8;  // vpternlogd: dst | (src2 & src3)
   const int k = s / 4;
-  const Address lo = ptr[rPlo + (4 * (s % 8) + j) * 64];
-  const Address hi = ptr[rPhi + (4 * (s % 4) + j) * 64];
+  const Address lo = ptr[rPlo + q6k_nibble_offset(s % 8, j)];
+  const Address hi = ptr[rPlo + q6k_high_offset(s % 4, j)];
   if (k == 2) {
     vpandd(zA, zM30, hi);
   } else {

@@ -9,6 +9,7 @@
 
 #include "codegen/x64/generators.h"
 #include "codegen/x64/jit_base.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -37,7 +38,7 @@ class GemvQ6KAvx2 : public JitKernelBase {
 
  private:
   // ymm0-2 are clobbered by write_rows: only temporaries live there.
-  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPlo = r13, rPhi = r14, rPsc = r15;
+  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPlo = r13, rPsc = r15;
   const Reg64 rPd = r9, rPx = r8, rScr = rsi, rCnt = r10, rK = r11;
   const Ymm yV = ymm0, yH = ymm1, yA = ymm2, yB = ymm3, yT = ymm4, yXa = ymm5, yXb = ymm6;
   const Ymm yI0[2] = {ymm7, ymm8}, yI1[2] = {ymm9, ymm10}, ySb[2] = {ymm11, ymm12}, yAcc[2] = {ymm13, ymm14};
@@ -69,7 +70,6 @@ void GemvQ6KAvx2::generate() {
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
   add(rPlo, qword[rArgs + kArgW]);
-  lea(rPhi, ptr[rPlo + 2048]);  // super-block records (kernels/pack.h)
   lea(rPsc, ptr[rPlo + 3072]);
   lea(rPd, ptr[rPlo + 3328]);
   mov(rPx, qword[rArgs + kArgX]);
@@ -123,7 +123,6 @@ void GemvQ6KAvx2::superblock() {
     vfmadd231ps(yAcc[h], ySb[h], yT);
   }
   add(rPlo, 3392);
-  add(rPhi, 3392);
   add(rPsc, 3392);
   add(rPd, 3392);
   add(rPx, kQ8KBytes);
@@ -142,8 +141,8 @@ void GemvQ6KAvx2::subblock_pair(int s) {
     vpbroadcastd(yXa, ptr[rPx + 4 + 16 * s + 4 * j]);
     vpbroadcastd(yXb, ptr[rPx + 4 + 16 * (s + 8) + 4 * j]);
     for (int h = 0; h < 2; ++h) {
-      vmovdqu(yV, ptr[rPlo + (4 * s + j) * 64 + 32 * h]);
-      vmovdqu(yH, ptr[rPhi + (4 * (s % 4) + j) * 64 + 32 * h]);
+      vmovdqu(yV, ptr[rPlo + q6k_nibble_offset(s, j) + 32 * h]);
+      vmovdqu(yH, ptr[rPlo + q6k_high_offset(s % 4, j) + 32 * h]);
       vpsllw(yA, yH, k == 0 ? 4 : 2);
       vpand(yA, yA, mask(offsetof(Masks, m30)));
       vpand(yT, yV, mask(offsetof(Masks, m0f)));

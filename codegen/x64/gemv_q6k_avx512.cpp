@@ -11,6 +11,7 @@
 
 #include "codegen/x64/generators.h"
 #include "codegen/x64/jit_base.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -26,7 +27,7 @@ class GemvQ6KAvx512 : public JitKernelBase {
   void generate();
 
  private:
-  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPlo = r13, rPhi = r14, rPsc = r15;
+  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPlo = r13, rPsc = r15;
   const Reg64 rPd = r9, rPx = r8, rScr = rsi, rCnt = r10;
   const Zmm zAccF = zmm0, zSb = zmm1, zA0 = zmm2, zA1 = zmm3, zV = zmm4, zH = zmm5, zA = zmm6;
   const Zmm zB = zmm7, zT = zmm8, zS = zmm9, zD = zmm10, zM0F = zmm11, zM30 = zmm12;
@@ -58,7 +59,6 @@ void GemvQ6KAvx512::generate() {
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
   add(rPlo, qword[rArgs + kArgW]);
-  lea(rPhi, ptr[rPlo + 2048]);  // super-block records (kernels/pack.h)
   lea(rPsc, ptr[rPlo + 3072]);
   lea(rPd, ptr[rPlo + 3328]);
   mov(rPx, qword[rArgs + kArgX]);
@@ -106,7 +106,6 @@ void GemvQ6KAvx512::superblock() {
     for (int i = 0; i < 3392 / 64; ++i) prefetcht0(ptr[rPlo + d_.prefetch + 64 * i]);
   }
   add(rPlo, 3392);
-  add(rPhi, 3392);
   add(rPsc, 3392);
   add(rPd, 3392);
   add(rPx, kQ8KBytes);
@@ -121,8 +120,8 @@ void GemvQ6KAvx512::subblock_pair(int s) {
   vpxord(zA0, zA0, zA0);
   vpxord(zA1, zA1, zA1);
   for (int j = 0; j < 4; ++j) {
-    vmovdqu32(zV, ptr[rPlo + (4 * s + j) * 64]);
-    vmovdqu32(zH, ptr[rPhi + (4 * (s % 4) + j) * 64]);
+    vmovdqu32(zV, ptr[rPlo + q6k_nibble_offset(s, j)]);
+    vmovdqu32(zH, ptr[rPlo + q6k_high_offset(s % 4, j)]);
     vpsllw(zA, zH, k == 0 ? 4 : 2);
     vpandd(zA, zA, zM30);
     vpternlogd(zA, zV, zM0F, kOrAnd);
