@@ -190,8 +190,8 @@ int prefetch_distance(GgmlType weight, isa::Target target) {
   if (target.level == isa::IsaLevel::kScalar) return 0;
   // Measured with paired runs (each distance timed in turn, three to eight rounds, the median
   // of the per-round ratios; bench kernels, DRAM regime, Kimi and bench expert shapes):
-  // - One line per KiB (prefetch_stride) goes 16 KiB ahead: 8 KiB was up to 10 % slower for
-  //   Q8_0, 32 KiB within noise.
+  // - One line per KiB (prefetch_stride) goes 16 KiB ahead. For BF16, 8, 16 and 32 KiB were
+  //   within 7 % of each other; for Q8_0, 8 KiB was 8 % slower to 12 % faster (no clear winner).
   // - Without a stride, F32, F16 and BF16 do little work per cache line and run best with no
   //   software prefetch: every line 4 KiB ahead was 6-23 % slower at 1 thread.
   // - Q6_K's 3392-byte records need 8 KiB: +29-33 % over 4 KiB (an earlier host: 50 % of the
