@@ -7,6 +7,9 @@
 //   F32 / F16 / BF16: acc += w[k][rows] * x[k], four accumulators for FMA latency; f16 and
 //     bf16 activations are widened to f32 once per call. bf16 weights are widened by a
 //     16-bit shift (the host may lack AVX512_BF16, and the shift is exact).
+// Software prefetch: `prefetch` bytes ahead, one line per `prefetch_stride` bytes of the weight
+// stream (every line when 0); the loop is unrolled to one stride, so the stride costs one
+// prefetch instruction per iteration and leaves the summation order as it was.
 #include <algorithm>
 #include <memory>
 
