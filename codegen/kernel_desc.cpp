@@ -68,11 +68,13 @@ bool activation_for(GgmlType w, GgmlType* act) {
 
 // The generators that honour a prefetch stride above 64: the AVX-512 row-per-lane GEMV
 // (codegen/x64/gemv_rows16_avx512.cpp) for the plain formats, and for Q8_0 / Q4_0 from VNNI up.
+bool strided_prefetch_kernel(GgmlType weight, isa::IsaLevel level) {
+  const bool plain = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16;
+  const bool int8 = weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0;
+  return (plain && level >= isa::IsaLevel::kAvx512) || (int8 && level >= isa::IsaLevel::kAvx512Vnni);
+}
 bool strided_prefetch_kernel(const KernelDesc& d) {
-  if (d.op != KernelOp::kGemv && d.op != KernelOp::kGemvAccumulate) return false;
-  const bool plain = d.weight == GgmlType::F32 || d.weight == GgmlType::F16 || d.weight == GgmlType::BF16;
-  const bool int8 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0;
-  return (plain && d.isa >= isa::IsaLevel::kAvx512) || (int8 && d.isa >= isa::IsaLevel::kAvx512Vnni);
+  return (d.op == KernelOp::kGemv || d.op == KernelOp::kGemvAccumulate) && strided_prefetch_kernel(d.weight, d.isa);
 }
 
 }  // namespace
@@ -178,12 +180,9 @@ int prefetch_stride(GgmlType weight, isa::Target target) {
   // +17-47 % at 1 thread and +6-48 % at 2 threads for all four. A line per 512 bytes or per
   // 2 KiB gained less than half as much. Q4_0 lost 7-13 % at 2 threads that way and keeps
   // every line; the other kernels prefetch whole records.
-  KernelDesc d;
-  d.weight = weight;
-  d.isa = target.level;
   const bool sparse = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16 ||
                       weight == GgmlType::Q8_0;
-  return sparse && strided_prefetch_kernel(d) ? 1024 : 0;
+  return sparse && strided_prefetch_kernel(weight, target.level) ? 1024 : 0;
 }
 
 int prefetch_distance(GgmlType weight, isa::Target target) {

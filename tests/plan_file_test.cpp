@@ -505,6 +505,13 @@ TEST(PlanFile, InvalidKernelDescriptorIsRefused) {
   std::memcpy(kernels.data(), &d, sizeof d);
   spit(path, raw_plan(doc.dump(), kernels));
   expect_one_line_error(read_plan(path), "kernel 0:");
+  // A prefetch stride no Q4_K kernel implements (the field was reserved in older plans).
+  std::memcpy(&d, kernels.data(), sizeof d);
+  d.cols = 256;
+  d.prefetch_stride = 1024;
+  std::memcpy(kernels.data(), &d, sizeof d);
+  spit(path, raw_plan(doc.dump(), kernels));
+  expect_one_line_error(read_plan(path), "prefetch less than every line");
   spit(path, raw_plan("{", ""));
   expect_one_line_error(read_plan(path), "not valid JSON");
 }
