@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -88,6 +89,38 @@ TEST_F(RunCli, GeneratesTextAndOneSummaryLine) {
   // The same seed gives the same text; greedy decoding is repeatable too.
   Result again = zenmoe("run -m '" + kModel + "' -p 'Hello world' -n 6 --seed 3 --ignore-eos");
   EXPECT_EQ(again.out, r.out);
+}
+
+// --profile: after the summary line a header, then one row per op kind, largest first, in
+// aligned columns, the shares adding up to the whole run.
+TEST_F(RunCli, ProfilePrintsOneAlignedRowPerOpKind) {
+  Result r = zenmoe("run -m '" + kModel + "' -p 'Hello world' -n 4 --temp 0 --ignore-eos --profile");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.err);
+  std::string line;
+  ASSERT_TRUE(std::getline(lines, line));
+  EXPECT_TRUE(std::regex_match(line + "\n", kSummary)) << line;
+  ASSERT_TRUE(std::getline(lines, line));
+  const std::regex head(R"(  op \(prefill \+ decode\) +ms +share)");
+  EXPECT_TRUE(std::regex_match(line, head)) << line;
+  const size_t end = line.size();
+  const std::regex row(R"(  ([a-z_0-9]+) +([0-9]+\.[0-9]{3}) +([0-9]+\.[0-9])%)");
+  std::vector<std::string> ops;
+  double share = 0, prev_ms = 1e300;
+  while (std::getline(lines, line)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, row)) << line;
+    EXPECT_EQ(line.size(), end) << "columns not aligned: " << line;
+    const double ms = std::stod(m[2]);
+    EXPECT_LE(ms, prev_ms) << "rows not sorted: " << line;
+    prev_ms = ms;
+    share += std::stod(m[3]);
+    ops.push_back(m[1]);
+  }
+  EXPECT_NEAR(share, 100.0, 0.1 * static_cast<double>(ops.size()));
+  for (const char* op : {"matmul", "mla_attention", "rms_norm_quantize"})
+    EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op;
+  EXPECT_EQ(std::set<std::string>(ops.begin(), ops.end()).size(), ops.size()) << "an op kind listed twice";
 }
 
 TEST_F(RunCli, PromptFromFileAndGreedyRepeatable) {

@@ -3,6 +3,7 @@
 // stdout carries only the generated text; the one summary line goes to stderr.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -225,6 +226,23 @@ std::string rate(double n, double s) {
   return buf;
 }
 
+// --profile: time per op kind over the whole run (prefill and decode), largest first, with
+// its share of the total, in aligned columns on stderr.
+void print_profile(const std::vector<std::pair<std::string, double>>& profile) {
+  if (profile.empty()) return;
+  const std::string head = "op (prefill + decode)";
+  size_t width = head.size();
+  double total = 0;
+  for (const auto& [op, secs] : profile) {
+    width = std::max(width, op.size());
+    total += secs;
+  }
+  const int w = static_cast<int>(width);
+  std::fprintf(stderr, "  %-*s %10s %7s\n", w, head.c_str(), "ms", "share");
+  for (const auto& [op, secs] : profile)
+    std::fprintf(stderr, "  %-*s %10.3f %6.1f%%\n", w, op.c_str(), secs * 1e3, total > 0 ? 100.0 * secs / total : 0.0);
+}
+
 }  // namespace
 
 int cmd_run(int argc, char** argv, int first) {
@@ -277,7 +295,7 @@ int cmd_run(int argc, char** argv, int first) {
                static_cast<long long>(st->generated),
                rate(static_cast<double>(st->decode_evals), st->decode_s).c_str(),
                st->context_full ? " (context full)" : "");
-  for (const auto& [op, secs] : (*ex)->profile()) std::fprintf(stderr, "  %-14s %9.3f s\n", op.c_str(), secs);
+  print_profile((*ex)->profile());
   return 0;
 }
 
