@@ -128,6 +128,24 @@ TEST(BenchModelCli, TextTable) {
   EXPECT_NE(r.out.find("matmul"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("MB/token"), std::string::npos) << r.out;  // the reference engine gives no bytes: "-"
   EXPECT_TRUE(r.err.empty()) << r.err;
+  // The profile's header and rows line up, however long the op names: the best engine's fused
+  // ops (gate_up_swiglu_id) are longer than the reference engine's.
+  RunResult best = run_cli("bench model -m " + kModel + " --profile" + kTiny);
+  ASSERT_EQ(best.status, 0) << best.err;
+  EXPECT_NE(best.out.find("gate_up_swiglu_id"), std::string::npos) << best.out;
+  for (const std::string& out : {r.out, best.out}) {
+    const size_t at = out.find("        op (per run)");
+    ASSERT_NE(at, std::string::npos) << out;
+    std::istringstream rows(out.substr(at));
+    std::string line, first;
+    int n = 0;
+    while (std::getline(rows, line)) {
+      if (first.empty()) first = line;
+      EXPECT_EQ(line.size(), first.size()) << "not aligned with the header: " << line;
+      ++n;
+    }
+    EXPECT_GT(n, 3) << out;
+  }
 }
 
 TEST(BenchModelCli, BadFlagsExitOneWithOneLine) {

@@ -269,7 +269,11 @@ void print_text(const Options& o, const Figures& f) {
   for (const auto& [op, s] : f.profile[1]) both[op] += s;
   for (const auto& [op, s] : both) order.emplace_back(s, op);
   std::sort(order.rbegin(), order.rend());
-  std::printf("        %-16s %12s %7s %12s %7s %9s %8s\n", "op (per run)", "prefill ms", "", "decode ms", "",
+  const std::string head = "op (per run)";
+  size_t width = head.size();
+  for (const auto& entry : order) width = std::max(width, entry.second.size());
+  const int w = static_cast<int>(width);
+  std::printf("        %-*s %12s %7s %12s %7s %9s %8s\n", w, head.c_str(), "prefill ms", "", "decode ms", "",
               "MB/token", "GB/s");
   for (const auto& [total, op] : order) {
     double ms[2], pct[2];
@@ -279,7 +283,7 @@ void print_text(const Options& o, const Figures& f) {
       ms[p] = 1e3 * s;
       pct[p] = phase_total[p] > 0 ? 100.0 * s / phase_total[p] : 0.0;
     }
-    std::printf("        %-16s %12.3f %6.1f%% %12.3f %6.1f%%", op.c_str(), ms[0], pct[0], ms[1], pct[1]);
+    std::printf("        %-*s %12.3f %6.1f%% %12.3f %6.1f%%", w, op.c_str(), ms[0], pct[0], ms[1], pct[1]);
     auto b = f.op_bytes.find(op);
     const double gbps = op_decode_gbps(o, f, op);
     if (b != f.op_bytes.end() && gbps >= 0)
