@@ -25,12 +25,22 @@ inline const char* kv_cache_type_name(KvCacheType t) {
   return t == KvCacheType::F16 ? "f16" : t == KvCacheType::Q8_0 ? "q8_0" : t == KvCacheType::BF16 ? "bf16" : "f32";
 }
 
+// How the fast executor runs MLA attention over a batch of tokens. Absorbed: the queries are
+// mapped into the latent space and attend to the cached latent rows (what decode needs).
+// Decompressed: every visible position's keys and values are rebuilt per head from the latent
+// rows, then ordinary attention over them; cheaper for long prompts. Auto picks per batch.
+enum class MlaForm : uint8_t { kAuto, kAbsorbed, kDecompressed };
+inline const char* mla_form_name(MlaForm f) {
+  return f == MlaForm::kAbsorbed ? "absorbed" : f == MlaForm::kDecompressed ? "decompressed" : "auto";
+}
+
 struct ExecutorOptions {
   int n_ctx = 4096;   // context limit (positions); eval past it is an error
   int n_threads = 1;  // worker threads (engines may use fewer)
   int n_ubatch = 512;  // tokens per forward chunk of a long batch (engines may use fewer)
   bool profile = false;  // accumulate time per op kind (Executor::profile())
   KvCacheType kv_type = KvCacheType::F32;  // KV cache element type (see KvCacheType)
+  MlaForm mla_form = MlaForm::kAuto;        // fast executor only (see MlaForm)
 };
 
 // The checks every engine's eval() makes before it runs: a non-empty batch, within the

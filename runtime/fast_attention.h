@@ -38,6 +38,7 @@ using AlignedFloats = std::vector<float, CacheLineAllocator<float>>;
 
 struct AttentionScratch {
   AlignedFloats q, s;       // per thread: query block and score block
+  AlignedFloats k, v;       // decompressed form: one head's keys and values of every position
   std::vector<float> kv;    // Q8_0 cache, SGEMM path: a chunk of cache rows widened to F32
   // BF16 cache, decode: queries and probabilities rounded to bf16, probabilities in pairs.
   std::vector<bf16_t, CacheLineAllocator<bf16_t>> qb, pb;
@@ -72,6 +73,25 @@ class MlaOp {
   // Thread `tid` of `nth`: its share of the (token, head) rows.
   void run(int tid, int nth, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
            AttentionScratch& scratch) const;
+
+  // The decompressed form (runtime/fast_mla_full.cpp), for executors that skip the absorbing
+  // matmuls around this op: q_nope [dn, H, T] as the first of them reads it (F32 or quantised:
+  // the decompressed scores see the same rounding), the weights k_b [dn, R, H] and v_b
+  // [R, dv, H] of those matmuls (any format with a reference dequantisation), and instead of
+  // the latent output, the heads' outputs [dv, H, T] (what the v_b matmul would have made).
+  Status enable_decompressed(const refexec::Tensor* q_nope, const refexec::Tensor* k_b, const refexec::Tensor* v_b);
+  bool has_decompressed() const { return q_nope_ != nullptr; }
+  // Whether a batch of T tokens after n_past cached positions costs less decompressed (an
+  // estimate from the multiply-adds of both forms and their measured rates).
+  bool decompressed_pays(int64_t T, int64_t n_past) const;
+  // After store(), on the caller thread: sizes the shared buffers for this batch.
+  void prepare_decompressed(int64_t T, const refexec::Tensor& pos);
+  // Two passes over the pool: the visible cache rows widened to F32 (a share per thread), then
+  // whole heads per thread: keys and values decompressed, scores, softmax, values.
+  void widen_decompressed(int tid, int nth, std::span<refexec::Tensor* const> in) const;
+  void run_decompressed(int tid, int nth, std::span<refexec::Tensor* const> in, AttentionScratch& sc) const;
+  // Copies the heads' outputs of the last decompressed batch into o_heads [dv, H, T].
+  void copy_decompressed(refexec::Tensor& o_heads) const;
 
  private:
   // Decode-sized batches: each token's query rows against the cache rows it sees (decode_rows).
@@ -113,6 +133,18 @@ class MlaOp {
   void causal_softmax(float* s, int64_t i0, int64_t i1, int64_t n_vis, int64_t H, const refexec::Tensor& pos) const;
 
   GlueFn scores_ = nullptr, values_ = nullptr, softmax_ = nullptr;
+
+  // Decompressed form.
+  const refexec::Tensor *q_nope_ = nullptr, *k_b_ = nullptr, *v_b_ = nullptr;
+  int64_t dn_ = 0, dv_ = 0;
+  // k_b and v_b per head as F32, made on first use by the thread that runs the head:
+  // kb_[h] is R x dn (k_b's rows), vb_[h] dv x R.
+  mutable std::vector<AlignedFloats> kb_, vb_;
+  mutable AlignedFloats rows_;  // the visible cache rows as F32 (non-F32 caches)
+  mutable AlignedFloats out_;   // heads' outputs, [T][H][dv]
+  int64_t full_T_ = 0, full_vis_ = 0;
+  const float* full_rows(const refexec::Tensor& cache) const;
+  void dequantize_head(int64_t h) const;
 };
 
 // Batches of at most this many tokens take the glue path.

@@ -52,6 +52,11 @@ bool per_token(ir::OpKind op) {
 
 enum class StepKind { Light, Mat, GateUp, Mla, Serial, View };
 
+// The steps around an MLA step that its decompressed form replaces: the matmul moving the
+// queries into the latent space, the quantisation of the latent output and the matmul moving
+// it back out (which then only copies the heads' outputs).
+enum class MlaRole { None, AbsorbQuery, QuantizeLatent, ExpandOutput };
+
 struct Step {
   const ir::Node* node = nullptr;
   StepKind kind = StepKind::Light;
@@ -61,6 +66,8 @@ struct Step {
   std::unique_ptr<LightGlue> glue;  // generated kernel of a light op (else the reference)
   std::vector<Tensor*> in, out;
   std::vector<bool> in_t, out_t;  // the value has a token dimension (last)
+  MlaRole role = MlaRole::None;
+  size_t mla_step = 0;  // with a role: the MLA step it belongs to
 };
 
 // The part of `t` (token dimension last) holding tokens [t0, t1).
@@ -92,10 +99,13 @@ class Impl final : public FastExecutor {
   std::map<std::string, uint64_t> decode_weight_bytes() const override;
   std::vector<std::string> dispatch_log() const override { return dispatch_; }
   const std::string& placement() const override { return pool_->placement(); }
+  int64_t decompressed_chunks() const override { return decompressed_chunks_; }
 
  private:
   Status bind_values();
   Status build_steps();
+  void link_decompressed_mla();
+  bool decompressed_batch(int64_t T) const;
   void size_for(int64_t T);
   Status run_step(Step& s, int64_t T);
   void run_light(Step& s, int64_t T);
@@ -115,6 +125,9 @@ class Impl final : public FastExecutor {
   int tokens_ = -1, positions_ = -1, logits_ = -1;
   int n_vocab_ = 0, n_ctx_ = 0, n_past_ = 0;
   int64_t n_rows_embd_ = 0;
+  bool decompressed_ = false;  // this chunk runs MLA in the decompressed form
+  int mla_linked_ = 0, mla_total_ = 0;
+  int64_t decompressed_chunks_ = 0;
 };
 
 Status Impl::bind_values() {
@@ -223,7 +236,87 @@ Status Impl::build_steps() {
     steps_.push_back(std::move(s));
   }
   dispatch_.insert(dispatch_.end(), glue_names.begin(), glue_names.end());
+  if (opts_.base.mla_form != MlaForm::kAbsorbed) link_decompressed_mla();
+  if (mla_total_ > 0)
+    dispatch_.push_back("mla_attention: " + std::string(mla_form_name(opts_.base.mla_form)) + ", decompressed form in " +
+                        std::to_string(mla_linked_) + " of " + std::to_string(mla_total_) + " layers");
   return Status::ok();
+}
+
+// Finds, around each MLA step, the absorbing matmuls (q_lat = k_b · q_nope, o_heads = v_b ·
+// o_lat, with or without a quantisation of their inputs) that the decompressed form skips, and
+// checks that the queries of the first (q_nope as that matmul reads it, F32 or quantised), which
+// the decompressed form reads instead of q_lat, are still intact when the MLA step runs.
+// Layers without that pattern keep the absorbed form.
+void Impl::link_decompressed_mla() {
+  const ir::Graph& g = cm_->graph;
+  const size_t nv = g.values.size();
+  std::vector<int> producer(nv, -1), uses(nv, 0), consumer(nv, -1);
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    for (int out : g.nodes[k].outputs) producer[static_cast<size_t>(out)] = static_cast<int>(k);
+    for (int in : g.nodes[k].inputs) {
+      ++uses[static_cast<size_t>(in)];
+      consumer[static_cast<size_t>(in)] = static_cast<int>(k);
+    }
+  }
+  for (int out : g.outputs) ++uses[static_cast<size_t>(out)];
+  auto is = [&](int node, ir::OpKind op) { return node >= 0 && g.nodes[static_cast<size_t>(node)].op == op; };
+  auto value = [&](int id) -> const ir::Value& { return g.values[static_cast<size_t>(id)]; };
+  auto only_use = [&](int id) { return uses[static_cast<size_t>(id)] == 1 ? consumer[static_cast<size_t>(id)] : -1; };
+  auto overlaps = [&](int a, int b) {
+    const auto ia = static_cast<size_t>(a), ib = static_cast<size_t>(b);
+    if (mem_.offset[ia] < 0 || mem_.offset[ib] < 0) return false;
+    return mem_.offset[ia] < mem_.offset[ib] + mem_.bytes[ib] && mem_.offset[ib] < mem_.offset[ia] + mem_.bytes[ia];
+  };
+  for (size_t m = 0; m < steps_.size(); ++m) {
+    if (steps_[m].kind != StepKind::Mla) continue;
+    ++mla_total_;
+    const ir::Node& n = *steps_[m].node;
+    const int absorb = producer[static_cast<size_t>(n.inputs[0])];
+    if (!is(absorb, ir::OpKind::MatMul) || only_use(n.inputs[0]) != static_cast<int>(m)) continue;
+    const ir::Node& na = g.nodes[static_cast<size_t>(absorb)];
+    const int q_nope = na.inputs[1];
+    int expand = only_use(n.outputs[0]), quant = -1;
+    if (is(expand, ir::OpKind::Quantize)) {
+      quant = expand;
+      expand = only_use(g.nodes[static_cast<size_t>(quant)].outputs[0]);
+    }
+    if (!is(expand, ir::OpKind::MatMul) || value(na.inputs[0]).kind != ir::ValueKind::Weight)
+      continue;
+    const ir::Node& nb = g.nodes[static_cast<size_t>(expand)];
+    if (value(nb.inputs[0]).kind != ir::ValueKind::Weight) continue;
+    // Nothing run between q_nope's definition and the MLA step may overwrite it.
+    bool intact = true;
+    for (int k = producer[static_cast<size_t>(q_nope)] + 1; k < static_cast<int>(m) && intact; ++k) {
+      if (k == absorb || steps_[static_cast<size_t>(k)].kind == StepKind::View) continue;
+      for (int out : g.nodes[static_cast<size_t>(k)].outputs) intact = intact && !overlaps(out, q_nope);
+    }
+    // The heads' outputs [dv, H, T] of v_b [R, dv, H], which the MLA step then provides.
+    const auto& o_heads = tensors_[static_cast<size_t>(nb.outputs[0])];
+    const auto& v_b = value(nb.inputs[0]).shape;
+    if (!intact || o_heads.type != GgmlType::F32 || o_heads.ne.size() != 3 || v_b.size() != 3 ||
+        o_heads.ne[0] != v_b[1] || o_heads.ne[1] != v_b[2])
+      continue;
+    MlaOp& op = *steps_[m].mla;
+    if (!op.enable_decompressed(&tensors_[static_cast<size_t>(q_nope)], &tensors_[static_cast<size_t>(na.inputs[0])],
+                                &tensors_[static_cast<size_t>(nb.inputs[0])]))
+      continue;
+    for (auto [k, role] : {std::pair{absorb, MlaRole::AbsorbQuery}, std::pair{quant, MlaRole::QuantizeLatent},
+                           std::pair{expand, MlaRole::ExpandOutput}}) {
+      if (k < 0) continue;
+      steps_[static_cast<size_t>(k)].role = role;
+      steps_[static_cast<size_t>(k)].mla_step = m;
+    }
+    ++mla_linked_;
+  }
+}
+
+bool Impl::decompressed_batch(int64_t T) const {
+  if (mla_linked_ == 0) return false;
+  if (opts_.base.mla_form == MlaForm::kDecompressed) return true;
+  for (const Step& s : steps_)
+    if (s.kind == StepKind::Mla && s.mla->has_decompressed()) return s.mla->decompressed_pays(T, n_past_);
+  return false;
 }
 
 Status Impl::init(std::shared_ptr<const CompiledModel> cm, const FastExecutorOptions& o) {
@@ -301,6 +394,10 @@ void Impl::run_light(Step& s, int64_t T) {
 
 Status Impl::run_step(Step& s, int64_t T) {
   const int nth = pool_->size();
+  if (decompressed_ && s.role != MlaRole::None) {
+    if (s.role == MlaRole::ExpandOutput) steps_[s.mla_step].mla->copy_decompressed(*s.out[0]);
+    return Status::ok();
+  }
   switch (s.kind) {
     case StepKind::View:
       return Status::ok();
@@ -322,6 +419,12 @@ Status Impl::run_step(Step& s, int64_t T) {
       return Status::ok();
     case StepKind::Mla:
       s.mla->store(s.in);
+      if (decompressed_ && s.mla->has_decompressed()) {
+        s.mla->prepare_decompressed(T, *s.in[5]);
+        pool_->run([&](int tid) { s.mla->widen_decompressed(tid, nth, s.in); });
+        pool_->run([&](int tid) { s.mla->run_decompressed(tid, nth, s.in, scratch_[static_cast<size_t>(tid)]); });
+        return Status::ok();
+      }
       if (s.mla->prepare_split(T, nth, *s.in[5])) {  // cache positions split, then merged per head
         pool_->run([&](int tid) { s.mla->run_part(tid, nth, s.in, scratch_[static_cast<size_t>(tid)]); });
         pool_->run([&](int tid) { s.mla->merge(tid, nth, *s.out[0]); });
@@ -343,6 +446,8 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
                 static_cast<size_t>(T) * sizeof(int32_t));
     int32_t* pos = tensors_[static_cast<size_t>(positions_)].i32();
     for (int64_t t = 0; t < T; ++t) pos[t] = n_past_ + static_cast<int32_t>(t);
+    decompressed_ = decompressed_batch(T);
+    decompressed_chunks_ += decompressed_ ? 1 : 0;
     for (Step& s : steps_) {
       const auto t0 = opts_.base.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       Status st = run_step(s, T);

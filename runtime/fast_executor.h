@@ -27,6 +27,8 @@ class FastExecutor : public Executor {
   // One line per matmul weight: the kernel that runs it (dispatch log).
   virtual std::vector<std::string> dispatch_log() const = 0;
   virtual const std::string& placement() const = 0;
+  // Forward chunks that ran MLA attention in the decompressed form (see MlaForm), since creation.
+  virtual int64_t decompressed_chunks() const = 0;
 };
 
 Expected<std::unique_ptr<FastExecutor>> make_fast_executor(std::shared_ptr<const CompiledModel> model,

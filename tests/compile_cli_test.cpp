@@ -123,6 +123,7 @@ TEST_F(CompileCli, BadInputsFailCleanly) {
   expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 --cache-type-k q4", "unknown cache type 'q4'");
   expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 -ctk f16 -ctv f32", "one latent cache");
   expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 --mmap --no-mmap", "not both");
+  expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 --mla sometimes", "--mla must be auto, absorbed or");
   expect_one_line_error("logits -m " + q(gguf_) + " --tokens 1 --mode prefill -o x -ub 0", "ubatch-size");
   // A plan that is not a plan.
   fs::copy_file(fs::path(ZENMOE_ORACLE_DIR) / "tiny-q4ks.dequant.json", dir_ / "bad.zplan");

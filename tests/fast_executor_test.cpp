@@ -155,7 +155,8 @@ class FastVsReference : public ::testing::Test {
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
 
-  static std::unique_ptr<Executor> fast(const gguf::Model& m, int threads, int max_batch, int n_ctx = 256) {
+  static std::unique_ptr<Executor> fast(const gguf::Model& m, int threads, int max_batch, int n_ctx = 256,
+                                        KvCacheType kv = KvCacheType::F32, MlaForm mla = MlaForm::kAuto) {
     CompileOptions co;
     co.target = {isa::host_level(), isa::host_tuning()};
     auto cm = compile_in_memory(m, co);
@@ -164,6 +165,8 @@ class FastVsReference : public ::testing::Test {
     FastExecutorOptions fo;
     fo.base.n_ctx = n_ctx;
     fo.base.n_threads = threads;
+    fo.base.kv_type = kv;
+    fo.base.mla_form = mla;
     fo.max_batch = max_batch;
     auto ex = make_fast_executor(std::make_shared<const CompiledModel>(std::move(*cm)), fo);
     EXPECT_TRUE(ex.has_value()) << ex.error();
@@ -268,6 +271,84 @@ TEST_F(FastVsReference, SplitDecodeAgreesWithOneThread) {
               a.kl_sum / a.n);
   EXPECT_GE(a.top1, gen - 1);
   EXPECT_LE(a.kl_sum / a.n, 5e-3);
+}
+
+// MLA in the decompressed form (every batch) against the reference, on every cache type: a
+// 64-token prompt in chunks of 24, 24 and 16, so later chunks also attend to earlier ones, then
+// single tokens. The form reads the queries as the absorbing matmul would (quantised the same
+// way) but never rounds the latent output to Q8_K, so it differs from the reference by about
+// as much as the absorbed form does (printed side by side).
+TEST_F(FastVsReference, DecompressedMlaAgreesOnEveryCacheType) {
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  ExecutorOptions ro;
+  ro.n_ctx = 256;
+  auto ref = make_reference_executor(*model, ro);
+  ASSERT_TRUE(ref.has_value()) << ref.error();
+  const int V = (*ref)->n_vocab(), T = 64, gen = 4;
+  std::mt19937 rng(5);
+  std::vector<int32_t> tokens(T + gen);
+  for (auto& t : tokens) t = static_cast<int32_t>(rng() % static_cast<unsigned>(V));
+  std::vector<float> want(static_cast<size_t>((T + gen) * V));
+  ASSERT_TRUE((*ref)->eval(tokens, want.data(), true).is_ok());
+  const std::pair<KvCacheType, int> cases[] = {
+      {KvCacheType::F32, 2}, {KvCacheType::F16, 1}, {KvCacheType::BF16, 2}, {KvCacheType::Q8_0, 1}};
+  for (auto [kv, threads] : cases) {
+    Agreement forms[2];
+    for (MlaForm form : {MlaForm::kAbsorbed, MlaForm::kDecompressed}) {
+      auto ex = fast(*model, threads, 24, 256, kv, form);
+      ASSERT_TRUE(ex);
+      if (form == MlaForm::kDecompressed) {
+        const auto log = dynamic_cast<FastExecutor&>(*ex).dispatch_log();
+        EXPECT_NE(std::find(log.begin(), log.end(), "mla_attention: decompressed, decompressed form in 2 of 2 layers"),
+                  log.end());
+      }
+      std::vector<float> got(want.size());
+      ASSERT_TRUE(ex->eval({tokens.data(), static_cast<size_t>(T)}, got.data(), true).is_ok());
+      for (int t = T; t < T + gen; ++t)
+        ASSERT_TRUE(ex->eval({&tokens[static_cast<size_t>(t)], 1}, got.data() + t * V, false).is_ok());
+      Agreement& a = forms[form == MlaForm::kDecompressed ? 1 : 0];
+      for (int t = 0; t < T + gen; ++t) a.add(want.data() + t * V, got.data() + t * V, V);
+    }
+    std::printf("[fast] %s cache, %d thread(s): absorbed top-1 %.4f mean KL %.3e | decompressed top-1 %.4f mean KL %.3e\n",
+                kv_cache_type_name(kv), threads, forms[0].top1 / double(forms[0].n), forms[0].kl_sum / forms[0].n,
+                forms[1].top1 / double(forms[1].n), forms[1].kl_sum / forms[1].n);
+    EXPECT_GE(forms[1].top1, 0.95 * (T + gen)) << kv_cache_type_name(kv);
+    EXPECT_LE(forms[1].kl_sum / forms[1].n, 5e-3) << kv_cache_type_name(kv);
+  }
+}
+
+// Auto picks per chunk: a 320-token prompt decompressed, single tokens and a short prompt
+// absorbed (the short prompt's logits are the forced absorbed form's bits).
+TEST_F(FastVsReference, AutoMlaFormPicksByBatchLength) {
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  const int T = 320, gen = 2, n_ctx = T + gen, short_prompt = 16;
+  std::mt19937 rng(9);
+  std::vector<int32_t> tokens(T + gen);
+  std::vector<std::vector<float>> longs, shorts;
+  std::vector<int64_t> chunks;
+  for (MlaForm form : {MlaForm::kAuto, MlaForm::kAbsorbed, MlaForm::kDecompressed}) {
+    auto ex = fast(*model, 2, T, n_ctx, KvCacheType::F16, form);
+    ASSERT_TRUE(ex);
+    const auto V = static_cast<size_t>(ex->n_vocab());
+    if (longs.empty())
+      for (auto& t : tokens) t = static_cast<int32_t>(rng() % V);
+    std::vector<float> long_logits(V), short_logits(V);
+    ASSERT_TRUE(ex->eval({tokens.data(), static_cast<size_t>(T)}, long_logits.data(), false).is_ok());
+    for (int t = 0; t < gen; ++t)
+      ASSERT_TRUE(ex->eval({&tokens[static_cast<size_t>(T + t)], 1}, long_logits.data(), false).is_ok());
+    ex->reset();
+    ASSERT_TRUE(ex->eval({tokens.data(), static_cast<size_t>(short_prompt)}, short_logits.data(), false).is_ok());
+    chunks.push_back(dynamic_cast<FastExecutor&>(*ex).decompressed_chunks());
+    longs.push_back(std::move(long_logits));
+    shorts.push_back(std::move(short_logits));
+  }
+  EXPECT_EQ(chunks, (std::vector<int64_t>{1, 0, 4}));  // auto: the long prompt only
+  const size_t bytes = longs[0].size() * sizeof(float);
+  EXPECT_NE(0, std::memcmp(longs[1].data(), longs[2].data(), bytes));  // the forms differ...
+  EXPECT_EQ(0, std::memcmp(shorts[0].data(), shorts[1].data(), bytes));  // ...auto absorbed the short prompt
+  EXPECT_NE(0, std::memcmp(shorts[0].data(), shorts[2].data(), bytes));
 }
 
 TEST_F(FastVsReference, RefusesBadTokensAndContextOverflow) {

@@ -110,7 +110,11 @@ void check(const std::string& what, const Figures& f, const Bounds& b = {}) {
   EXPECT_LE(f.kl_max, b.kl_max) << what;
 }
 
-enum class Engine { Reference, Fast1, Fast2, Fast2CacheF16, Fast2CacheBf16, Fast1CacheQ8, Fast2CacheQ8, Fast1Avx2 };
+// Decompressed: MLA in the decompressed form for every batch (prompt chunks and single tokens).
+enum class Engine {
+  Reference, Fast1, Fast2, Fast2CacheF16, Fast2CacheBf16, Fast1CacheQ8, Fast2CacheQ8, Fast1Avx2,
+  Fast2Decompressed, Fast1DecompressedCacheF16
+};
 
 Expected<std::unique_ptr<Executor>> make(const gguf::Model& model, Engine e, const ExecutorOptions& opts) {
   if (e == Engine::Reference) return make_reference_executor(model, opts);
@@ -121,8 +125,13 @@ Expected<std::unique_ptr<Executor>> make(const gguf::Model& model, Engine e, con
   if (!cm) return Error{cm.error()};
   FastExecutorOptions fo;
   fo.base = opts;
-  fo.base.n_threads = e == Engine::Fast1 || e == Engine::Fast1CacheQ8 || e == Engine::Fast1Avx2 ? 1 : 2;
-  fo.base.kv_type = e == Engine::Fast2CacheF16                                 ? KvCacheType::F16
+  fo.base.n_threads =
+      e == Engine::Fast1 || e == Engine::Fast1CacheQ8 || e == Engine::Fast1Avx2 || e == Engine::Fast1DecompressedCacheF16
+          ? 1
+          : 2;
+  if (e == Engine::Fast2Decompressed || e == Engine::Fast1DecompressedCacheF16)
+    fo.base.mla_form = MlaForm::kDecompressed;
+  fo.base.kv_type = e == Engine::Fast2CacheF16 || e == Engine::Fast1DecompressedCacheF16 ? KvCacheType::F16
                     : e == Engine::Fast2CacheBf16                                ? KvCacheType::BF16
                     : e == Engine::Fast1CacheQ8 || e == Engine::Fast2CacheQ8 ? KvCacheType::Q8_0
                                                                              : KvCacheType::F32;
@@ -190,6 +199,8 @@ TEST(OracleLogits, FastQ8CacheTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast2Ca
 TEST(OracleLogits, FastQ8CacheOneThreadTinyF16) { run_model("tiny-f16", Engine::Fast1CacheQ8); }
 TEST(OracleLogits, FastAvx2TinyQ4KS) { run_model("tiny-q4ks", Engine::Fast1Avx2); }
 TEST(OracleLogits, FastAvx2TinyF16) { run_model("tiny-f16", Engine::Fast1Avx2); }
+TEST(OracleLogits, FastDecompressedMlaTinyQ4KS) { run_model("tiny-q4ks", Engine::Fast2Decompressed); }
+TEST(OracleLogits, FastDecompressedMlaF16CacheTinyF16) { run_model("tiny-f16", Engine::Fast1DecompressedCacheF16); }
 
 }  // namespace
 }  // namespace zenmoe

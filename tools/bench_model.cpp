@@ -51,6 +51,7 @@ struct Options {
   KvCacheType kv_type = KvCacheType::F16;
   plan::WeightsLoad load = plan::WeightsLoad::kAuto;
   int n_ubatch = 512;
+  MlaForm mla_form = MlaForm::kAuto;
 };
 
 Expected<Options> parse_options(const Args& a) {
@@ -92,6 +93,7 @@ Expected<Options> parse_options(const Args& a) {
   if (!ef) return Error{ef.error()};
   o.load = ef->load;
   o.n_ubatch = ef->n_ubatch;
+  o.mla_form = ef->mla_form;
   return o;
 }
 
@@ -183,6 +185,7 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
   eo.n_ctx = o.prompt + o.gen + 1;
   eo.n_threads = threads;
   eo.n_ubatch = o.n_ubatch;
+  eo.mla_form = o.mla_form;
   eo.profile = o.profile;
   eo.kv_type = o.kv_type;
   auto ex = make_engine(model, eo, o.engine);

@@ -34,6 +34,7 @@ const char* engine_name(Engine e) { return e == Engine::Reference ? "reference" 
 std::vector<FlagSpec> with_engine_flags(std::vector<FlagSpec> flags) {
   const std::vector<FlagSpec> engine = {
       {"ubatch-size", "ub", true, "tokens per forward chunk of a long prompt (default 512)"},
+      {"mla", "", true, "MLA attention over prompts: auto (default), absorbed or decompressed"},
       {"mmap", "", false, "map a plan's weights instead of copying them (starts sooner, decodes slower)"},
       {"no-mmap", "", false, "copy a plan's weights into huge-page memory (default when under half of free memory)"},
   };
@@ -49,6 +50,10 @@ Expected<EngineFlags> parse_engine_flags(const Args& a) {
   auto ub = a.get_int("ubatch-size", f.n_ubatch, 1, 1 << 16);
   if (!ub) return Error{ub.error()};
   f.n_ubatch = static_cast<int>(*ub);
+  const std::string mla = a.get("mla", "auto");
+  if (mla == "absorbed") f.mla_form = MlaForm::kAbsorbed;
+  else if (mla == "decompressed") f.mla_form = MlaForm::kDecompressed;
+  else if (mla != "auto") return Error{"--mla must be auto, absorbed or decompressed, got '" + mla + "'"};
   return f;
 }
 

@@ -33,12 +33,14 @@ struct OpenedModel {
 Expected<OpenedModel> open_model(const std::string& path, plan::WeightsLoad load = plan::WeightsLoad::kAuto);
 
 // The flags of every command that runs a model (run, logits, bench model): --mmap, --no-mmap
-// (how a plan's weights reach memory) and --ubatch-size (tokens per forward chunk). Added to a
+// (how a plan's weights reach memory), --ubatch-size (tokens per forward chunk) and --mla (the
+// form of MLA attention over prompts, see MlaForm). Added to a
 // command's list before its last entry (--help).
 std::vector<FlagSpec> with_engine_flags(std::vector<FlagSpec> flags);
 struct EngineFlags {
   plan::WeightsLoad load = plan::WeightsLoad::kAuto;
   int n_ubatch = ExecutorOptions{}.n_ubatch;
+  MlaForm mla_form = MlaForm::kAuto;
 };
 Expected<EngineFlags> parse_engine_flags(const Args& a);
 

@@ -105,6 +105,7 @@ int cmd_logits(int argc, char** argv, int first) {
   opts.n_ctx = static_cast<int>(*ctx);
   opts.n_threads = static_cast<int>(*threads);
   opts.n_ubatch = ef->n_ubatch;
+  opts.mla_form = ef->mla_form;
   auto kv = kv_cache_type(args->get("cache-type-k"), args->get("cache-type-v"));
   if (!kv) return fail(kv.error());
   opts.kv_type = *kv;
