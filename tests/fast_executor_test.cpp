@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <random>
 #include <set>
 #include <vector>
@@ -123,9 +124,13 @@ TEST(MemoryPlan, LiveValuesNeverOverlap) {
 }
 
 // KL(p || q) of the softmaxes of two logit rows, and whether their argmax agrees.
+// clear / clear_top1: positions whose reference winner leads its runner-up by at least
+// kClearGap logits, and how many of them keep their winner. On these small random models many
+// positions are near-ties (leads of 0.01-0.16 logits), where rounding alone picks the winner.
 struct Agreement {
+  static constexpr float kClearGap = 0.25f;
   double kl_sum = 0;
-  int top1 = 0, n = 0;
+  int top1 = 0, n = 0, clear = 0, clear_top1 = 0;
   void add(const float* ref, const float* ours, int v) {
     auto lsm = [v](const float* x) {
       std::vector<double> l(static_cast<size_t>(v));
@@ -139,7 +144,16 @@ struct Agreement {
     double kl = 0;
     for (size_t i = 0; i < lp.size(); ++i) kl += std::exp(lp[i]) * (lp[i] - lq[i]);
     kl_sum += kl;
-    top1 += std::max_element(ref, ref + v) - ref == std::max_element(ours, ours + v) - ours;
+    const auto best = std::max_element(ref, ref + v) - ref;
+    const bool same = best == std::max_element(ours, ours + v) - ours;
+    top1 += same;
+    float runner_up = -std::numeric_limits<float>::infinity();
+    for (int i = 0; i < v; ++i)
+      if (i != best) runner_up = std::max(runner_up, ref[i]);
+    if (ref[best] - runner_up >= kClearGap) {
+      ++clear;
+      clear_top1 += same;
+    }
     ++n;
   }
 };
@@ -290,7 +304,10 @@ TEST_F(FastVsReference, SplitDecodeAgreesWithOneThread) {
 // way) but never rounds the latent output to Q8_K, so it differs from the reference by about
 // as much as the absorbed form does (printed side by side). Measured (absorbed | decompressed,
 // top-1 and mean KL over 68 positions): f32 cache 1.000 8.7e-4 | 0.956 2.9e-3; f16 0.941 2.3e-3 |
-// 0.956 1.4e-3; bf16 0.956 2.0e-3 | 0.971 2.2e-3; q8_0 0.971 2.9e-3 | 0.985 2.3e-3.
+// 0.956 1.4e-3; bf16 0.956 2.0e-3 | 0.971 2.2e-3; q8_0 0.971 2.9e-3 | 0.985 2.3e-3. Every miss
+// was a near-tie (the reference's winner ahead by 0.01-0.16 logits; reordering two of the
+// form's sums moved three of them), so the check is the mean KL bound of the reference tests and
+// that each of the 48 positions with a clear winner keeps it.
 TEST_F(FastVsReference, DecompressedMlaAgreesOnEveryCacheType) {
   auto model = gguf::Model::open(path_);
   ASSERT_TRUE(model.has_value()) << model.error();
@@ -318,10 +335,13 @@ TEST_F(FastVsReference, DecompressedMlaAgreesOnEveryCacheType) {
       Agreement& a = forms[form == MlaForm::kDecompressed ? 1 : 0];
       for (int t = 0; t < T + gen; ++t) a.add(want.data() + t * V, got.data() + t * V, V);
     }
-    std::printf("[fast] %s cache, %d thread(s): absorbed top-1 %.4f mean KL %.3e | decompressed top-1 %.4f mean KL %.3e\n",
-                kv_cache_type_name(kv), threads, forms[0].top1 / double(forms[0].n), forms[0].kl_sum / forms[0].n,
-                forms[1].top1 / double(forms[1].n), forms[1].kl_sum / forms[1].n);
-    EXPECT_GE(forms[1].top1, 0.95 * (T + gen)) << kv_cache_type_name(kv);
+    std::printf("[fast] %s cache, %d thread(s): absorbed top-1 %.4f (clear %d/%d) mean KL %.3e | decompressed top-1 "
+                "%.4f (clear %d/%d) mean KL %.3e\n",
+                kv_cache_type_name(kv), threads, forms[0].top1 / double(forms[0].n), forms[0].clear_top1,
+                forms[0].clear, forms[0].kl_sum / forms[0].n, forms[1].top1 / double(forms[1].n), forms[1].clear_top1,
+                forms[1].clear, forms[1].kl_sum / forms[1].n);
+    EXPECT_GE(forms[1].clear, (T + gen) / 2) << kv_cache_type_name(kv);
+    EXPECT_EQ(forms[1].clear_top1, forms[1].clear) << kv_cache_type_name(kv);
     EXPECT_LE(forms[1].kl_sum / forms[1].n, 5e-3) << kv_cache_type_name(kv);
   }
 }
