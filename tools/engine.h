@@ -34,8 +34,8 @@ Expected<OpenedModel> open_model(const std::string& path, plan::WeightsLoad load
 
 // The flags of every command that runs a model (run, logits, bench model): --mmap, --no-mmap
 // (how a plan's weights reach memory), --ubatch-size (tokens per forward chunk) and --mla (the
-// form of MLA attention over prompts, see MlaForm). Added to a
-// command's list before its last entry (--help).
+// form of MLA attention over prompts, see MlaForm). Added to a command's list before its last
+// entry (--help).
 std::vector<FlagSpec> with_engine_flags(std::vector<FlagSpec> flags);
 struct EngineFlags {
   plan::WeightsLoad load = plan::WeightsLoad::kAuto;
