@@ -1,9 +1,11 @@
 // Decode attention (one token's MLA heads over the latent cache) per KV cache type, through the
 // fast executor's MlaOp on one thread: F32 and F16 run the generated glue kernels, BF16 the
 // vdpbf16ps kernels, Q8_0 the AVX-512 widening kernels. Heads 16 (the bench preset) and 64
-// (Kimi-K2), 512 and 4096 positions; the cache stays resident between iterations (L2 / L3), so
-// the figure is the kernels' arithmetic rate. Counter: multiply-adds per second (scores over
-// 576-wide rows plus values over 512 columns, per head and position).
+// (Kimi-K2), 512 and 4096 positions. Two regimes: `stream` 0 keeps one cache resident between
+// iterations (L2 / L3), so the figure is the kernels' arithmetic rate; `stream` 1 rotates over
+// copies of it filling 64 MiB, as a model's layers do, so every iteration reads its cache from
+// memory. Counter: multiply-adds per second (scores over 576-wide rows plus values over 512
+// columns, per head and position).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -25,7 +27,7 @@ using refexec::Tensor;
 constexpr int64_t kLat = 512, kRope = 64, kRow = kLat + kRope;
 
 void BM_MlaDecode(benchmark::State& state, KvCacheType kv) {
-  const int64_t heads = state.range(0), ctx = state.range(1);
+  const int64_t heads = state.range(0), ctx = state.range(1), stream = state.range(2);
   ir::Graph g;
   auto val = [&](const char* name, std::vector<int64_t> shape) {
     return g.add_value({name, ir::ValueKind::Temp, GgmlType::F32, std::move(shape)});
@@ -76,8 +78,18 @@ void BM_MlaDecode(benchmark::State& state, KvCacheType kv) {
     (*op)->store(in);
   }
   pos = static_cast<int32_t>(ctx - 1);
+  const size_t copies = stream ? (size_t{64} << 20) / cache.size() + 1 : 1;
+  std::vector<std::vector<uint8_t>> caches(copies, cache);
+  std::vector<Tensor> tcaches(copies, tcache);
+  for (size_t i = 0; i < copies; ++i) {
+    tcaches[i].data = caches[i].data();
+    tcaches[i].cdata = tcaches[i].data;
+  }
   AttentionScratch scratch;
+  size_t next = 0;
   for (auto _ : state) {
+    in[4] = &tcaches[next];
+    next = next + 1 == copies ? 0 : next + 1;
     (*op)->run(0, 1, in, ty, scratch);
     benchmark::DoNotOptimize(y.data());
   }
@@ -86,9 +98,10 @@ void BM_MlaDecode(benchmark::State& state, KvCacheType kv) {
 }
 
 void Shapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"heads", "ctx"})->Unit(benchmark::kMicrosecond);
-  for (int64_t h : {16, 64})
-    for (int64_t n : {512, 4096}) b->Args({h, n});
+  b->ArgNames({"heads", "ctx", "stream"})->Unit(benchmark::kMicrosecond);
+  for (int64_t stream : {0, 1})
+    for (int64_t h : {16, 64})
+      for (int64_t n : {512, 4096}) b->Args({h, n, stream});
 }
 
 BENCHMARK_CAPTURE(BM_MlaDecode, f32, KvCacheType::F32)->Apply(Shapes);

@@ -47,11 +47,12 @@ __attribute__((target("avx512f,avx512bw"))) inline __m512bh chunk(const bf16_t* 
 }
 
 // G query rows against R cache rows at a time (G x R dot products in registers): each cache
-// chunk loaded once for G rows, each query chunk once for R cache rows.
-template <int G, int R>
+// chunk loaded once for G rows, each query chunk once for R cache rows. With P > 0, the P cache
+// rows at `ahead` are prefetched along the way, one line of each per chunk (see scores_group).
+template <int G, int R, int P = 0>
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void scores_tile(const bf16_t* q, int64_t width,
                                                                        const bf16_t* rows, int64_t j, float* s,
-                                                                       int64_t ld_s) {
+                                                                       int64_t ld_s, const bf16_t* ahead = nullptr) {
   static_assert(G * R <= 16, "accumulators must fit the register file");
   // Every loop over the accumulators is unrolled: an array indexed at run time would live in
   // memory, one store per multiply-add.
@@ -59,6 +60,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void scores_tile(const bf
 #pragma GCC unroll 16
   for (int a = 0; a < G * R; ++a) acc[a] = _mm512_setzero_ps();
   for (int64_t c = 0; c < width; c += 32) {
+#pragma GCC unroll 4
+    for (int r = 0; r < P; ++r) _mm_prefetch(reinterpret_cast<const char*>(ahead + r * width + c), _MM_HINT_T0);
     __m512bh k[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) k[r] = chunk(rows + (j + r) * width, c, width);
@@ -84,33 +87,42 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void scores_tile(const bf
 
 // Cache rows this far ahead of the ones being read are prefetched: a layer's cache was last
 // read a whole forward pass ago and streams from memory, and the hardware prefetcher alone keeps
-// too few lines in flight for rows read side by side.
+// too few lines in flight for rows read side by side. The prefetches are spread over the dot
+// products, one line per chunk: issued as one burst per step of rows they filled the core's
+// miss buffers and stalled it (decode attention over a cache in DRAM ran 1.5x slower that way).
 constexpr int64_t kPrefetchRows = 16;
 
-inline void prefetch_rows(const bf16_t* rows, int64_t width, int64_t j, int64_t count, int64_t n_rows) {
-  for (int64_t r = j; r < std::min(j + count, n_rows); ++r) {
-    const char* p = reinterpret_cast<const char*>(rows + r * width);
-    for (int64_t b = 0; b < width * 2; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
-  }
+// The cache rows `count` rows ahead of row j, or nullptr past the end (then nothing is
+// prefetched: the last rows are already on their way).
+inline const bf16_t* ahead_rows(const bf16_t* rows, int64_t width, int64_t j, int64_t count, int64_t n_rows) {
+  return j + kPrefetchRows + count <= n_rows ? rows + (j + kPrefetchRows) * width : nullptr;
 }
 
-// G query rows against every cache row: 8 or 16 rows in 4 x 4 tiles, fewer two cache rows at a
-// time.
+// G query rows against every cache row: 8 or 16 rows in 4 x 4 tiles (each tile prefetching its
+// share of the four rows ahead), fewer two cache rows at a time.
 template <int G>
 void scores_group(const bf16_t* q, int64_t width, const bf16_t* rows, int64_t n_rows, float* s, int64_t ld_s) {
   if constexpr (G == 16 || G == 8) {
+    constexpr int kShare = 4 * 4 / G;  // rows each of the G / 4 tiles prefetches
     int64_t j = 0;
     for (; j + 4 <= n_rows; j += 4) {
-      prefetch_rows(rows, width, j + kPrefetchRows, 4, n_rows);
-      for (int g = 0; g < G; g += 4) scores_tile<4, 4>(q + g * width, width, rows, j, s + g * ld_s, ld_s);
+      const bf16_t* ahead = ahead_rows(rows, width, j, 4, n_rows);
+      for (int g = 0; g < G; g += 4) {
+        if (ahead != nullptr)
+          scores_tile<4, 4, kShare>(q + g * width, width, rows, j, s + g * ld_s, ld_s, ahead + (g / 4) * kShare * width);
+        else
+          scores_tile<4, 4>(q + g * width, width, rows, j, s + g * ld_s, ld_s);
+      }
     }
     for (; j < n_rows; ++j)
       for (int g = 0; g < G; g += 8) scores_tile<8, 1>(q + g * width, width, rows, j, s + g * ld_s, ld_s);
   } else {
     int64_t j = 0;
     for (; j + 2 <= n_rows; j += 2) {
-      prefetch_rows(rows, width, j + kPrefetchRows, 2, n_rows);
-      scores_tile<G, 2>(q, width, rows, j, s, ld_s);
+      if (const bf16_t* ahead = ahead_rows(rows, width, j, 2, n_rows))
+        scores_tile<G, 2, 2>(q, width, rows, j, s, ld_s, ahead);
+      else
+        scores_tile<G, 2>(q, width, rows, j, s, ld_s);
     }
     if (j < n_rows) scores_tile<G, 1>(q, width, rows, j, s, ld_s);
   }
@@ -122,34 +134,48 @@ alignas(64) constexpr uint16_t kInterleave[32] = {0, 32, 1, 33, 2,  34, 3,  35, 
                                                   8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
 
 // G heads' probabilities times the cache rows, 16 value columns at a time: the G x 16 outputs
-// stay in registers over all rows, two rows per instruction. pairs[(j / 2) * m + g] holds the
-// probabilities of rows j and j + 1 for head g, so every head's pair is one broadcast at a
-// constant offset.
+// stay in registers over a tile of kValueRows rows, two rows per instruction. pairs[(j / 2) * m
+// + g] holds the probabilities of rows j and j + 1 for head g, so every head's pair is one
+// broadcast at a constant offset. A tile is read once per 16 columns, from L1 after the first
+// time; while it is, the next tile's value columns are prefetched, one line per pair of rows.
+constexpr int64_t kValueRows = 128;
+
 template <int G>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void values_group(const uint32_t* pairs, int64_t m,
                                                                                  const bf16_t* rows, int64_t width,
                                                                                  int64_t n_rows, int64_t v_width,
                                                                                  float* y) {
   const __m512i idx = _mm512_load_si512(kInterleave);
-  for (int64_t d0 = 0; d0 < v_width; d0 += 16) {
-    const auto mask = static_cast<__mmask16>(v_width - d0 >= 16 ? 0xFFFFu : (1u << (v_width - d0)) - 1);
-    __m512 acc[G];
-#pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
-    const uint32_t* pp = pairs;
-    for (int64_t j = 0; j < n_rows; j += 2, pp += m) {
-      const __m256i a = _mm256_maskz_loadu_epi16(mask, rows + j * width + d0);
-      const __m256i b =
-          j + 1 < n_rows ? _mm256_maskz_loadu_epi16(mask, rows + (j + 1) * width + d0) : _mm256_setzero_si256();
-      const auto two_rows = reinterpret_cast<__m512bh>(
-          _mm512_permutex2var_epi16(_mm512_zextsi256_si512(a), idx, _mm512_zextsi256_si512(b)));
+  const int64_t lines = (v_width * 2 + 63) / 64;  // lines of value columns per row
+  for (int64_t j0 = 0; j0 < n_rows; j0 += kValueRows) {
+    const int64_t j1 = std::min(n_rows, j0 + kValueRows);
+    const bool ahead = j1 + kValueRows <= n_rows;
+    int64_t slot = 0;  // counts pairs of rows over the tile's passes: one prefetch each
+    for (int64_t d0 = 0; d0 < v_width; d0 += 16) {
+      const auto mask = static_cast<__mmask16>(v_width - d0 >= 16 ? 0xFFFFu : (1u << (v_width - d0)) - 1);
+      __m512 acc[G];
 #pragma GCC unroll 16
       for (int g = 0; g < G; ++g)
-        acc[g] = _mm512_dpbf16_ps(acc[g], two_rows,
-                                  reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pp[g]))));
-    }
+        acc[g] = j0 == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + g * v_width + d0);
+      const uint32_t* pp = pairs + (j0 / 2) * m;
+      for (int64_t j = j0; j < j1; j += 2, pp += m, ++slot) {
+        if (ahead && slot < kValueRows * lines) {
+          const int64_t r = slot % kValueRows, line = slot / kValueRows;
+          _mm_prefetch(reinterpret_cast<const char*>(rows + (j1 + r) * width) + 64 * line, _MM_HINT_T0);
+        }
+        const __m256i a = _mm256_maskz_loadu_epi16(mask, rows + j * width + d0);
+        const __m256i b =
+            j + 1 < n_rows ? _mm256_maskz_loadu_epi16(mask, rows + (j + 1) * width + d0) : _mm256_setzero_si256();
+        const auto two_rows = reinterpret_cast<__m512bh>(
+            _mm512_permutex2var_epi16(_mm512_zextsi256_si512(a), idx, _mm512_zextsi256_si512(b)));
 #pragma GCC unroll 16
-    for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(y + g * v_width + d0, mask, acc[g]);
+        for (int g = 0; g < G; ++g)
+          acc[g] = _mm512_dpbf16_ps(acc[g], two_rows,
+                                    reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pp[g]))));
+      }
+#pragma GCC unroll 16
+      for (int g = 0; g < G; ++g) _mm512_mask_storeu_ps(y + g * v_width + d0, mask, acc[g]);
+    }
   }
 }
 #pragma GCC diagnostic pop

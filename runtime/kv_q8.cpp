@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "kernels/formats.h"
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/quant.h"
@@ -50,11 +52,17 @@ __attribute__((target("avx512f,avx512bw"))) inline void load_block(const BlockQ8
   *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d);
 }
 
+// Cache rows this far ahead of the ones being read are prefetched, spread over the work (one
+// line at a time), as in kv_bf16.cpp: a layer's cache streams from memory.
+constexpr int64_t kPrefetchRows = 16;
+
 // G query rows against R cache rows at a time (G x R dot products in registers): each block is
-// widened once for G rows, each query vector loaded once for R cache rows.
+// widened once for G rows, each query vector loaded once for R cache rows. With `ahead`, the R
+// rows kPrefetchRows further on are prefetched along the way, one block of each per block.
 template <int G, int R>
 __attribute__((target("avx512f,avx512bw"))) void scores_tile(const float* q, int64_t width, const uint8_t* rows,
-                                                            int64_t row_bytes, int64_t j, float* s, int64_t ld_s) {
+                                                            int64_t row_bytes, int64_t j, float* s, int64_t ld_s,
+                                                            bool ahead) {
   static_assert(G * R <= 16, "accumulators must fit the register file");
   const int64_t nb = width / kQK;
   const BlockQ8_0* blk[R];
@@ -62,6 +70,9 @@ __attribute__((target("avx512f,avx512bw"))) void scores_tile(const float* q, int
   __m512 acc[16];
   for (int a = 0; a < G * R; ++a) acc[a] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
+    if (ahead)
+      for (int r = 0; r < R; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(blk[r] + b) + kPrefetchRows * row_bytes, _MM_HINT_T0);
     __m512 v0[R], v1[R];
     for (int r = 0; r < R; ++r) load_block(blk[r] + b, &v0[r], &v1[r]);
     for (int g = 0; g < G; ++g) {
@@ -88,35 +99,55 @@ __attribute__((target("avx512f,avx512bw"))) void scores_group(const float* q, in
                                                              int64_t row_bytes, int64_t n_rows, float* s,
                                                              int64_t ld_s) {
   if constexpr (G == 16) {
-    for (int64_t j = 0; j < n_rows; ++j) scores_tile<16, 1>(q, width, rows, row_bytes, j, s, ld_s);
+    for (int64_t j = 0; j < n_rows; ++j)
+      scores_tile<16, 1>(q, width, rows, row_bytes, j, s, ld_s, j + kPrefetchRows < n_rows);
   } else {
     int64_t j = 0;
-    for (; j + 2 <= n_rows; j += 2) scores_tile<G, 2>(q, width, rows, row_bytes, j, s, ld_s);
-    if (j < n_rows) scores_tile<G, 1>(q, width, rows, row_bytes, j, s, ld_s);
+    for (; j + 2 <= n_rows; j += 2)
+      scores_tile<G, 2>(q, width, rows, row_bytes, j, s, ld_s, j + kPrefetchRows + 2 <= n_rows);
+    if (j < n_rows) scores_tile<G, 1>(q, width, rows, row_bytes, j, s, ld_s, false);
   }
 }
 
 // G probability rows times the cache rows, one 32-column block of the value at a time: the
-// G x 32 outputs stay in registers over all rows.
+// G x 32 outputs stay in registers over a tile of kValueRows rows, read once per block (from L1
+// after the first), while the next tile's value blocks are prefetched one line per row.
+constexpr int64_t kValueRows = 128;
+
 template <int G>
 __attribute__((target("avx512f,avx512bw"))) void values_group(const float* p, int64_t ld_p, const uint8_t* rows,
                                                              int64_t row_bytes, int64_t n_rows, int64_t v_width,
                                                              float* y) {
-  for (int64_t b = 0; b < v_width / kQK; ++b) {
-    __m512 acc[2 * G];
-    for (int g = 0; g < 2 * G; ++g) acc[g] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < n_rows; ++j) {
-      __m512 v0, v1;
-      load_block(reinterpret_cast<const BlockQ8_0*>(rows + j * row_bytes) + b, &v0, &v1);
+  const int64_t nb = v_width / kQK;
+  const int64_t lines = (nb * static_cast<int64_t>(sizeof(BlockQ8_0)) + 63) / 64;  // value lines per row
+  for (int64_t j0 = 0; j0 < n_rows; j0 += kValueRows) {
+    const int64_t j1 = std::min(n_rows, j0 + kValueRows);
+    const bool ahead = j1 + kValueRows <= n_rows;
+    int64_t slot = 0;  // counts rows over the tile's passes: one prefetch each
+    for (int64_t b = 0; b < nb; ++b) {
+      __m512 acc[2 * G];
       for (int g = 0; g < G; ++g) {
-        const __m512 pj = _mm512_set1_ps(p[g * ld_p + j]);
-        acc[2 * g] = _mm512_fmadd_ps(pj, v0, acc[2 * g]);
-        acc[2 * g + 1] = _mm512_fmadd_ps(pj, v1, acc[2 * g + 1]);
+        float* yb = y + g * v_width + b * kQK;
+        acc[2 * g] = j0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(yb);
+        acc[2 * g + 1] = j0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(yb + 16);
       }
-    }
-    for (int g = 0; g < G; ++g) {
-      _mm512_storeu_ps(y + g * v_width + b * kQK, acc[2 * g]);
-      _mm512_storeu_ps(y + g * v_width + b * kQK + 16, acc[2 * g + 1]);
+      for (int64_t j = j0; j < j1; ++j, ++slot) {
+        if (ahead && slot < kValueRows * lines) {
+          const int64_t r = slot % kValueRows, line = slot / kValueRows;
+          _mm_prefetch(reinterpret_cast<const char*>(rows + (j1 + r) * row_bytes) + 64 * line, _MM_HINT_T0);
+        }
+        __m512 v0, v1;
+        load_block(reinterpret_cast<const BlockQ8_0*>(rows + j * row_bytes) + b, &v0, &v1);
+        for (int g = 0; g < G; ++g) {
+          const __m512 pj = _mm512_set1_ps(p[g * ld_p + j]);
+          acc[2 * g] = _mm512_fmadd_ps(pj, v0, acc[2 * g]);
+          acc[2 * g + 1] = _mm512_fmadd_ps(pj, v1, acc[2 * g + 1]);
+        }
+      }
+      for (int g = 0; g < G; ++g) {
+        _mm512_storeu_ps(y + g * v_width + b * kQK, acc[2 * g]);
+        _mm512_storeu_ps(y + g * v_width + b * kQK + 16, acc[2 * g + 1]);
+      }
     }
   }
 }

@@ -66,7 +66,9 @@ TEST(KvCacheBf16, KernelsMatchDoubleSumsOverAwkwardShapes) {
     int64_t width, v_width, m, n_rows;
   };
   const Shape shapes[] = {{576, 512, 16, 37}, {576, 512, 12, 1}, {576, 512, 19, 64}, {40, 24, 3, 5},
-                          {33, 7, 8, 2},      {64, 64, 1, 3},    {18, 18, 7, 9},     {576, 512, 24, 130}};
+                          {33, 7, 8, 2},      {64, 64, 1, 3},    {18, 18, 7, 9},     {576, 512, 24, 130},
+                          // values tiles of 128 rows, a tile prefetched ahead: several tiles, odd rows
+                          {576, 512, 16, 401}, {576, 512, 5, 300}};
   for (const Shape& sh : shapes) {
     const std::vector<bf16_t> rows = random_bf16(static_cast<size_t>(sh.width * sh.n_rows), rng);
     const std::vector<bf16_t> q = random_bf16(static_cast<size_t>(sh.width * sh.m), rng);

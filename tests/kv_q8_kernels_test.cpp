@@ -68,6 +68,10 @@ TEST(KvQ8Kernels, MatchPlainLoopsForEveryHeadBlocking) {
   for (int64_t heads : {1, 2, 3, 5, 7, 8, 9, 12, 15, 16, 17, 24, 31, 33})
     for (int64_t n_rows : {1, 2, 5, 40}) check(heads, n_rows, 96, 64);
   check(16, 37, 576, 512);
+  // Values run in tiles of 128 rows and prefetch a tile ahead: several tiles, a partial last one.
+  check(16, 300, 576, 512);
+  check(5, 257, 96, 64);
+  check(24, 129, 96, 64);
 }
 
 }  // namespace

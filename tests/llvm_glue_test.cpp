@@ -412,6 +412,7 @@ TEST(LlvmGlue, MlaAttentionPiecesMatchReference) {
       check_mla(576, 512, 1, kv, l);
       check_mla(7, 5, 9, kv, l);
       check_mla(33, 32, 100, kv, l);
+      check_mla(576, 512, 150, kv, l, 16);  // three values tiles of 64 rows, prefetching ahead
     }
 }
 

@@ -4,6 +4,11 @@
 // heads and then served from L1, and both are register-blocked over heads and cache rows
 // (scores) or heads and value chunks (values): every cache vector loaded serves several
 // heads, every query vector or probability several cache vectors.
+// A layer's cache was last read a whole forward pass ago, so it streams from DRAM, and the
+// hardware prefetcher alone keeps too few lines in flight for rows read side by side. The
+// first head block prefetches the rows ahead of the ones it reads, at the columns it reads,
+// one vector at a time: spread over the work instead of one burst per tile, which filled the
+// core's miss buffers and stalled it (decode over a cache in DRAM ran 1.3-2x slower that way).
 #include <algorithm>
 #include <vector>
 
@@ -20,7 +25,7 @@ namespace {
 
 constexpr int64_t kScoreTile = 8;   // cache rows per scores tile (8 x 576 f32: 18 KB)
 constexpr int64_t kValueTile = 64;  // cache rows per values tile (64 x 4 chunks: 16 KB of f32)
-constexpr int64_t kPrefetchRows = 16;  // scores: rows ahead of the ones being read
+constexpr int64_t kPrefetchRows = 16;  // scores: rows ahead of the ones being read (values: one tile)
 constexpr int kPrefetchLocality = 3;
 constexpr int kHeadBlock = 4;       // heads per register block
 constexpr int kRowBlock = 4;        // cache rows per scores block: 4 x 4 dot products
@@ -75,36 +80,40 @@ Value* hsum_many(Kit& k, std::vector<Value*> v) {
   return v[0];
 }
 
-// Runs block(h, hb) over the n_rows heads: blocks of kHeadBlock, then one of 2 and one of 1
-// for the remainder.
-void head_blocks(Kit& k, Value* n_rows, const std::function<void(Value*, int)>& block) {
+// Runs block(h, hb, first) over the n_rows heads: blocks of kHeadBlock, then one of 2 and one
+// of 1 for the remainder. `first` is true for exactly one block (the first), which prefetches.
+void head_blocks(Kit& k, Value* n_rows, const std::function<void(Value*, int, bool)>& block) {
   auto& b = k.b;
   static_assert(kHeadBlock == 4);
   Value* h4 = b.CreateAnd(n_rows, k.ci64(~int64_t{3}));
-  k.loop(k.ci64(0), h4, kHeadBlock, [&](Value* h) { block(h, kHeadBlock); });
-  k.if_then(b.CreateICmpNE(b.CreateAnd(n_rows, k.ci64(2)), k.ci64(0)), [&] { block(h4, 2); });
+  Value* has4 = b.CreateICmpNE(h4, k.ci64(0));
+  k.if_then(has4, [&] { block(k.ci64(0), kHeadBlock, true); });
+  k.loop(k.ci64(kHeadBlock), h4, kHeadBlock, [&](Value* h) { block(h, kHeadBlock, false); });
+  // Fewer than four heads: the first remainder block prefetches instead.
+  Value* has2 = b.CreateICmpNE(b.CreateAnd(n_rows, k.ci64(2)), k.ci64(0));
+  k.if_then(b.CreateAnd(has2, has4), [&] { block(h4, 2, false); });
+  k.if_then(b.CreateAnd(has2, b.CreateNot(has4)), [&] { block(h4, 2, true); });
   Value* h1 = b.CreateAnd(n_rows, k.ci64(~int64_t{1}));
-  k.if_then(b.CreateICmpNE(b.CreateAnd(n_rows, k.ci64(1)), k.ci64(0)), [&] { block(h1, 1); });
+  Value* has1 = b.CreateICmpNE(b.CreateAnd(n_rows, k.ci64(1)), k.ci64(0));
+  Value* before = b.CreateICmpNE(h1, k.ci64(0));
+  k.if_then(b.CreateAnd(has1, before), [&] { block(h1, 1, false); });
+  k.if_then(b.CreateAnd(has1, b.CreateNot(before)), [&] { block(h1, 1, true); });
 }
 
-// Prefetches the cache rows [s, s + kScoreTile): the cache of a layer was last read a whole
-// forward pass ago, so it streams from DRAM, and the hardware prefetcher alone keeps too few
-// lines in flight for rows read side by side. Plain (not inbounds) addresses: they may lie past
-// the cache, which a prefetch never faults on.
-void prefetch_tile(Kit& k, const GlueDesc& d, const Args& a, Value* s) {
+// Prefetches the cache element `idx` of row `s` (i64 values). Plain (not inbounds) address: it
+// may lie past the cache, which a prefetch never faults on.
+void prefetch_at(Kit& k, const GlueDesc& d, const Args& a, Value* s, Value* idx) {
   auto& b = k.b;
-  const int64_t bytes = d.n * (d.kv_type ? 2 : 4);
-  k.loop(s, b.CreateAdd(s, k.ci64(kScoreTile)), 1, [&](Value* row) {
-    Value* base = b.CreateGEP(k.i8, a.x2, b.CreateMul(row, b.CreateMul(a.stride, k.ci64(d.kv_type ? 2 : 4))));
-    for (int64_t at = 0; at < bytes; at += 64)
-      b.CreateIntrinsic(llvm::Intrinsic::prefetch, {k.ptr},
-                        {b.CreateGEP(k.i8, base, k.ci64(at)), k.ci32(0), k.ci32(kPrefetchLocality), k.ci32(1)});
-  });
+  const int64_t elt = d.kv_type ? 2 : 4;
+  Value* off = b.CreateMul(b.CreateAdd(b.CreateMul(s, a.stride), idx), k.ci64(elt));
+  b.CreateIntrinsic(llvm::Intrinsic::prefetch, {k.ptr},
+                    {b.CreateGEP(k.i8, a.x2, off), k.ci32(0), k.ci32(kPrefetchLocality), k.ci32(1)});
 }
 
 // y[(h + i) * n + s + r] = dot(q_{h+i}, cache row s + r) for i < hb, r < rb: hb + rb loads
-// feed hb * rb multiply-adds.
-void dot_block(Kit& k, const GlueDesc& d, const Args& a, Value* h, int hb, Value* s, int rb) {
+// feed hb * rb multiply-adds. With `prefetch`, rows s + kPrefetchRows + r are prefetched at the
+// columns read.
+void dot_block(Kit& k, const GlueDesc& d, const Args& a, Value* h, int hb, Value* s, int rb, bool prefetch) {
   auto& b = k.b;
   std::vector<Value *> q, rows;
   std::vector<llvm::AllocaInst*> acc;
@@ -116,6 +125,8 @@ void dot_block(Kit& k, const GlueDesc& d, const Args& a, Value* h, int hb, Value
   }
   k.vec_loop(k.ci64(d.n), [&](Value* i, Value* m) {
     std::vector<Value *> qv, kv;
+    if (prefetch)
+      for (int r = 0; r < rb; ++r) prefetch_at(k, d, a, b.CreateAdd(s, k.ci64(kPrefetchRows + r)), i);
     for (int r = 0; r < rb; ++r) kv.push_back(load_kv(k, d, rows[r], i, m));
     for (int hi = 0; hi < hb; ++hi) qv.push_back(k.load(q[hi], i, m));
     for (int hi = 0; hi < hb; ++hi)
@@ -150,7 +161,7 @@ void dot_block(Kit& k, const GlueDesc& d, const Args& a, Value* h, int hb, Value
 // nullptr for a whole vector). Each element sees its products one at a time in s order,
 // rounded product then add, as the reference `out[c] += p * v[c]` does.
 void values_block(Kit& k, const GlueDesc& d, const Args& a, Value* h, int hb, Value* i0,
-                  const std::vector<Value*>& masks, Value* s0, Value* s_end) {
+                  const std::vector<Value*>& masks, Value* s0, Value* s_end, bool prefetch) {
   auto& b = k.b;
   const int cb = static_cast<int>(masks.size());
   std::vector<Value *> p, y, idx;
@@ -167,6 +178,9 @@ void values_block(Kit& k, const GlueDesc& d, const Args& a, Value* h, int hb, Va
   }
   k.loop(s0, s_end, 1, [&](Value* s) {
     Value* row = cache_row(k, d, a, s);
+    if (prefetch)  // the same columns of the row one tile on, a line at a time
+      for (int64_t at = 0; at < int64_t{cb} * k.vf * (d.kv_type ? 2 : 4); at += 64)
+        prefetch_at(k, d, a, b.CreateAdd(s, k.ci64(kValueTile)), b.CreateAdd(i0, k.ci64(at / (d.kv_type ? 2 : 4))));
     std::vector<Value*> v;
     for (int c = 0; c < cb; ++c) v.push_back(load_kv(k, d, row, idx[c], masks[c]));
     for (int hi = 0; hi < hb; ++hi) {
@@ -188,10 +202,9 @@ void emit_attn_scores(Kit& k, const GlueDesc& d, const Args& a) {
   k.loop(k.ci64(0), a.n, kScoreTile, [&](Value* s0) {
     Value* s_end = min64(k, b.CreateAdd(s0, k.ci64(kScoreTile)), a.n);
     Value* quads_end = b.CreateAdd(s0, b.CreateAnd(b.CreateSub(s_end, s0), k.ci64(~int64_t{kRowBlock - 1})));
-    prefetch_tile(k, d, a, b.CreateAdd(s0, k.ci64(kPrefetchRows)));
-    head_blocks(k, a.n_rows, [&](Value* h, int hb) {
-      k.loop(s0, quads_end, kRowBlock, [&](Value* s) { dot_block(k, d, a, h, hb, s, kRowBlock); });
-      k.loop(quads_end, s_end, 1, [&](Value* s) { dot_block(k, d, a, h, hb, s, 1); });
+    head_blocks(k, a.n_rows, [&](Value* h, int hb, bool first) {
+      k.loop(s0, quads_end, kRowBlock, [&](Value* s) { dot_block(k, d, a, h, hb, s, kRowBlock, first); });
+      k.loop(quads_end, s_end, 1, [&](Value* s) { dot_block(k, d, a, h, hb, s, 1, first); });
     });
   });
 }
@@ -210,10 +223,13 @@ void emit_attn_values(Kit& k, const GlueDesc& d, const Args& a) {
   k.loop(k.ci64(0), a.n, kValueTile, [&](Value* s0) {
     Value* s_end = min64(k, b.CreateAdd(s0, k.ci64(kValueTile)), a.n);
     k.loop(k.ci64(0), k.ci64(whole), block, [&](Value* i) {
-      head_blocks(k, a.n_rows, [&](Value* h, int hb) { values_block(k, d, a, h, hb, i, full, s0, s_end); });
+      head_blocks(k, a.n_rows,
+                  [&](Value* h, int hb, bool first) { values_block(k, d, a, h, hb, i, full, s0, s_end, first); });
     });
     if (!tail.empty())
-      head_blocks(k, a.n_rows, [&](Value* h, int hb) { values_block(k, d, a, h, hb, k.ci64(whole), tail, s0, s_end); });
+      head_blocks(k, a.n_rows, [&](Value* h, int hb, bool first) {
+        values_block(k, d, a, h, hb, k.ci64(whole), tail, s0, s_end, first);
+      });
   });
 }
 
