@@ -13,6 +13,7 @@
 #include "runtime/fast_gate_up.h"
 #include "runtime/fast_glue.h"
 #include "runtime/fast_matmul.h"
+#include "runtime/huge_buffer.h"
 #include "runtime/ref_executor_ops.h"
 #include "runtime/thread_pool.h"
 
@@ -115,7 +116,7 @@ class Impl final : public FastExecutor {
   std::unique_ptr<ThreadPool> pool_;
   ir::MemoryPlan mem_;
   Buffer arena_;
-  std::vector<Buffer> states_;
+  std::vector<std::shared_ptr<uint8_t>> states_;  // KV caches: zero pages until written
   std::vector<Tensor> tensors_;
   std::vector<Step> steps_;
   std::vector<AttentionScratch> scratch_;
@@ -170,9 +171,12 @@ Status Impl::bind_values() {
       if (row_bytes(t.type, t.ne[0]) < 0)
         return Error{"fast executor: KV cache '" + v.name + "' rows of " + std::to_string(t.ne[0]) +
                      " elements cannot be kept as " + kv_cache_type_name(opts_.base.kv_type) + " (blocks of 32)"};
+      // Anonymous memory reads as zeros and takes pages only as positions are written: a long
+      // context costs memory for the positions used, and nothing is cleared up front.
       const int64_t bytes = row_bytes(t.type, t.ne[0]) * (t.numel() / t.ne[0]);
-      states_[i] = zeroed(bytes);
-      if (!states_[i]) return Error{"fast executor: cannot allocate the KV cache '" + v.name + "'"};
+      auto cache = alloc_huge_buffer(static_cast<uint64_t>(bytes), ("KV cache '" + v.name + "'").c_str());
+      if (!cache) return Error{"fast executor: " + cache.error()};
+      states_[i] = std::move(*cache);
       cache_bytes += bytes;
       t.data = states_[i].get();
       t.cdata = t.data;

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <set>
@@ -377,6 +378,35 @@ TEST_F(FastVsReference, AutoMlaFormPicksByBatchLength) {
   EXPECT_NE(0, std::memcmp(longs[1].data(), longs[2].data(), bytes));  // the forms differ...
   EXPECT_EQ(0, std::memcmp(shorts[0].data(), shorts[1].data(), bytes));  // ...auto absorbed the short prompt
   EXPECT_NE(0, std::memcmp(shorts[0].data(), shorts[2].data(), bytes));
+}
+
+// Resident memory of this process in bytes (/proc/self/statm: pages).
+int64_t resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  f >> size >> resident;
+  return resident * ::sysconf(_SC_PAGESIZE);
+}
+
+// A context of 2M positions asks for a 4.8 GB F16 cache (two layers): it takes memory only for
+// the positions written, so creating the executor and decoding a few tokens stays far below it.
+TEST_F(FastVsReference, KvCacheTakesMemoryOnlyForWrittenPositions) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "the address sanitizer's shadow memory and quarantine blur resident memory";
+#endif
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  const int64_t before = resident_bytes();
+  auto ex = fast(*model, 1, 4, 1 << 21, KvCacheType::F16);
+  ASSERT_TRUE(ex);
+  const int64_t cache_bytes = int64_t{2} * (1 << 21) * 576 * 2;  // layers x positions x F16 latent row
+  std::vector<float> logits(static_cast<size_t>(ex->n_vocab()));
+  const std::vector<int32_t> tokens = {1, 2, 3};
+  ASSERT_TRUE(ex->eval(tokens, logits.data(), false).is_ok());
+  ASSERT_TRUE(ex->eval({tokens.data(), 1}, logits.data(), false).is_ok());
+  const int64_t grown = resident_bytes() - before;
+  EXPECT_LT(grown, int64_t{1536} << 20) << "resident memory grew by " << (grown >> 20) << " MiB for a cache of "
+                                        << (cache_bytes >> 20) << " MiB";
 }
 
 TEST_F(FastVsReference, RefusesBadTokensAndContextOverflow) {
