@@ -174,6 +174,12 @@ Status Impl::bind_values() {
       // Anonymous memory reads as zeros and takes pages only as positions are written: a long
       // context costs memory for the positions used, and nothing is cleared up front.
       const int64_t bytes = row_bytes(t.type, t.ne[0]) * (t.numel() / t.ne[0]);
+      // Refused here rather than when the positions are written, where the machine would run
+      // out of memory part way through a generation.
+      if (const uint64_t phys = physical_memory_bytes();
+          phys > 0 && static_cast<uint64_t>(cache_bytes + bytes) > phys)
+        return Error{"fast executor: a KV cache of " + std::to_string(n_ctx_) + " positions needs more than " +
+                     std::to_string(phys >> 20) + " MiB, the machine's memory; use a smaller context (-c)"};
       auto cache = alloc_huge_buffer(static_cast<uint64_t>(bytes), ("KV cache '" + v.name + "'").c_str());
       if (!cache) return Error{"fast executor: " + cache.error()};
       states_[i] = std::move(*cache);

@@ -1,6 +1,7 @@
 #include "runtime/huge_buffer.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -16,6 +17,11 @@ Expected<std::shared_ptr<uint8_t>> alloc_huge_buffer(uint64_t bytes, const char*
   const uint64_t skip = (kHuge - reinterpret_cast<uintptr_t>(base) % kHuge) % kHuge;
   ::madvise(base + skip, len - skip, MADV_HUGEPAGE);  // a hint: without it only TLB misses grow
   return std::shared_ptr<uint8_t>(base + skip, [base, len](uint8_t*) { ::munmap(base, len); });
+}
+
+uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
 }
 
 }  // namespace zenmoe

@@ -13,4 +13,7 @@ namespace zenmoe {
 // `bytes` of zeroed memory, 2 MiB aligned, freed when the last owner goes.
 Expected<std::shared_ptr<uint8_t>> alloc_huge_buffer(uint64_t bytes, const char* what);
 
+// The machine's physical memory in bytes (0 when the system does not say).
+uint64_t physical_memory_bytes();
+
 }  // namespace zenmoe

@@ -85,13 +85,9 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void scores_tile(const bf
   }
 }
 
-// Cache rows this far ahead of the ones being read are prefetched: a layer's cache was last
-// read a whole forward pass ago and streams from memory, and the hardware prefetcher alone keeps
-// too few lines in flight for rows read side by side. The prefetches are spread over the dot
-// products, one line per chunk: issued as one burst per step of rows they filled the core's
-// miss buffers and stalled it (decode attention over a cache in DRAM ran 1.5x slower that way).
-constexpr int64_t kPrefetchRows = 16;
-
+// Rows kPrefetchRows ahead (kv_kernels.h) are prefetched along the dot products, one line per
+// chunk: issued as one burst per step of rows they filled the core's miss buffers and stalled it
+// (decode attention over a cache in DRAM ran 1.5x slower that way).
 // The cache rows `count` rows ahead of row j, or nullptr past the end (then nothing is
 // prefetched: the last rows are already on their way).
 inline const bf16_t* ahead_rows(const bf16_t* rows, int64_t width, int64_t j, int64_t count, int64_t n_rows) {
@@ -138,7 +134,6 @@ alignas(64) constexpr uint16_t kInterleave[32] = {0, 32, 1, 33, 2,  34, 3,  35, 
 // + g] holds the probabilities of rows j and j + 1 for head g, so every head's pair is one
 // broadcast at a constant offset. A tile is read once per 16 columns, from L1 after the first
 // time; while it is, the next tile's value columns are prefetched, one line per pair of rows.
-constexpr int64_t kValueRows = 128;
 
 template <int G>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void values_group(const uint32_t* pairs, int64_t m,
@@ -159,10 +154,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void values_grou
         acc[g] = j0 == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + g * v_width + d0);
       const uint32_t* pp = pairs + (j0 / 2) * m;
       for (int64_t j = j0; j < j1; j += 2, pp += m, ++slot) {
-        if (ahead && slot < kValueRows * lines) {
-          const int64_t r = slot % kValueRows, line = slot / kValueRows;
-          _mm_prefetch(reinterpret_cast<const char*>(rows + (j1 + r) * width) + 64 * line, _MM_HINT_T0);
-        }
+        if (ahead) prefetch_next_tile(rows + j1 * width, width * 2, lines, slot);
         const __m256i a = _mm256_maskz_loadu_epi16(mask, rows + j * width + d0);
         const __m256i b =
             j + 1 < n_rows ? _mm256_maskz_loadu_epi16(mask, rows + (j + 1) * width + d0) : _mm256_setzero_si256();

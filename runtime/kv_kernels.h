@@ -27,6 +27,24 @@ __attribute__((target("avx512f"))) inline __m512 sum16(const __m512* a) {
                        _mm512_shuffle_ps(v[0], v[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// Cache rows this far ahead of the ones being read are prefetched: a layer's cache was last read
+// a whole forward pass ago and streams from memory, and the hardware prefetcher alone keeps too
+// few lines in flight for rows read side by side. The prefetches are spread over the work, one
+// line at a time: a burst of them fills the core's miss buffers and stalls it.
+constexpr int64_t kPrefetchRows = 16;
+
+// The value kernels read the cache in tiles of kValueRows rows, once per group of value columns
+// (from L1 after the first), and meanwhile prefetch the next tile one line per call: `slot`
+// counts the calls over the tile's passes, row slot % kValueRows and line slot / kValueRows of
+// the `lines` value lines of each row, until all are asked for.
+constexpr int64_t kValueRows = 128;
+
+inline void prefetch_next_tile(const void* next_tile, int64_t row_bytes, int64_t lines, int64_t slot) {
+  if (slot < kValueRows * lines)
+    _mm_prefetch(static_cast<const char*>(next_tile) + (slot % kValueRows) * row_bytes + 64 * (slot / kValueRows),
+                 _MM_HINT_T0);
+}
+
 // Runs Fn<G>::run(h, a...) over the m query rows h in groups of Big, then of 8, the remainder
 // (fewer than 8) with its own G.
 template <template <int> class Fn, int Big, typename... A>

@@ -52,10 +52,6 @@ __attribute__((target("avx512f,avx512bw"))) inline void load_block(const BlockQ8
   *v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), d);
 }
 
-// Cache rows this far ahead of the ones being read are prefetched, spread over the work (one
-// line at a time), as in kv_bf16.cpp: a layer's cache streams from memory.
-constexpr int64_t kPrefetchRows = 16;
-
 // G query rows against R cache rows at a time (G x R dot products in registers): each block is
 // widened once for G rows, each query vector loaded once for R cache rows. With `ahead`, the R
 // rows kPrefetchRows further on are prefetched along the way, one block of each per block.
@@ -112,7 +108,6 @@ __attribute__((target("avx512f,avx512bw"))) void scores_group(const float* q, in
 // G probability rows times the cache rows, one 32-column block of the value at a time: the
 // G x 32 outputs stay in registers over a tile of kValueRows rows, read once per block (from L1
 // after the first), while the next tile's value blocks are prefetched one line per row.
-constexpr int64_t kValueRows = 128;
 
 template <int G>
 __attribute__((target("avx512f,avx512bw"))) void values_group(const float* p, int64_t ld_p, const uint8_t* rows,
@@ -132,10 +127,7 @@ __attribute__((target("avx512f,avx512bw"))) void values_group(const float* p, in
         acc[2 * g + 1] = j0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(yb + 16);
       }
       for (int64_t j = j0; j < j1; ++j, ++slot) {
-        if (ahead && slot < kValueRows * lines) {
-          const int64_t r = slot % kValueRows, line = slot / kValueRows;
-          _mm_prefetch(reinterpret_cast<const char*>(rows + (j1 + r) * row_bytes) + 64 * line, _MM_HINT_T0);
-        }
+        if (ahead) prefetch_next_tile(rows + j1 * row_bytes, row_bytes, lines, slot);
         __m512 v0, v1;
         load_block(reinterpret_cast<const BlockQ8_0*>(rows + j * row_bytes) + b, &v0, &v1);
         for (int g = 0; g < G; ++g) {

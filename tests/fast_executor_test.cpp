@@ -23,6 +23,7 @@
 #include "runtime/fast_attention.h"
 #include "runtime/fast_executor.h"
 #include "runtime/gguf.h"
+#include "runtime/huge_buffer.h"
 #include "runtime/ref_executor.h"
 #include "runtime/ref_executor_model.h"
 #include "runtime/thread_pool.h"
@@ -407,6 +408,33 @@ TEST_F(FastVsReference, KvCacheTakesMemoryOnlyForWrittenPositions) {
   const int64_t grown = resident_bytes() - before;
   EXPECT_LT(grown, int64_t{1536} << 20) << "resident memory grew by " << (grown >> 20) << " MiB for a cache of "
                                         << (cache_bytes >> 20) << " MiB";
+}
+
+TEST_F(FastVsReference, RefusesKvCacheLargerThanMemory) {
+  const uint64_t phys = physical_memory_bytes();
+  ASSERT_GT(phys, 0u);
+  const uint64_t per_position = uint64_t{2} * 576 * 2;  // layers x F16 latent row
+  const uint64_t n_ctx = phys / per_position + 4096;
+  if (n_ctx > static_cast<uint64_t>(std::numeric_limits<int>::max())) GTEST_SKIP() << "memory beyond an int context";
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  CompileOptions co;
+  co.target = {isa::host_level(), isa::host_tuning()};
+  auto cm = compile_in_memory(*model, co);
+  ASSERT_TRUE(cm.has_value()) << cm.error();
+  FastExecutorOptions fo;
+  fo.base.n_ctx = static_cast<int>(n_ctx);
+  fo.base.kv_type = KvCacheType::F16;
+  auto ex = make_fast_executor(std::make_shared<const CompiledModel>(std::move(*cm)), fo);
+  ASSERT_FALSE(ex.has_value());
+  EXPECT_NE(ex.error().find("KV cache of " + std::to_string(n_ctx) + " positions"), std::string::npos) << ex.error();
+  EXPECT_NE(ex.error().find("smaller context"), std::string::npos) << ex.error();
+}
+
+TEST(HugeBuffer, ImpossibleSizeIsAnErrorNamingTheBuffer) {
+  auto buf = alloc_huge_buffer(uint64_t{1} << 62, "test buffer");
+  ASSERT_FALSE(buf.has_value());
+  EXPECT_NE(buf.error().find("test buffer: cannot allocate"), std::string::npos) << buf.error();
 }
 
 TEST_F(FastVsReference, RefusesBadTokensAndContextOverflow) {
