@@ -99,9 +99,10 @@ void GemvQ5KAvx512::prep_bsums() {
 
 void GemvQ5KAvx512::superblock() {
   for (int s = 0; s < 8; ++s) vpxord(zA[s], zA[s], zA[s]);
-  if (d_.prefetch != 0)
-    for (int i = 0; i < kRecord / 64; ++i) prefetcht0(ptr[rP + d_.prefetch + 64 * i]);
-  for (int j = 0; j < 8; ++j) chunk(j);
+  for (int j = 0; j < 8; ++j) {
+    prefetch_share(rP, d_.prefetch, kRecord / 64, j, 8);
+    chunk(j);
+  }
   scales();
   add(rP, kRecord);
   add(rPx, kQ8KBytes);

@@ -101,10 +101,6 @@ void GemvQ6KAvx512::superblock() {
   vcvtph2ps(zD, ptr[rPd]);
   vmulps(zD, zD, ptr_b[rPx]);
   vfmadd231ps(zAccF, zSb, zD);
-  if (d_.prefetch != 0) {
-    // One sequential stream: the record's 53 lines, a fixed distance ahead.
-    for (int i = 0; i < 3392 / 64; ++i) prefetcht0(ptr[rPlo + d_.prefetch + 64 * i]);
-  }
   add(rPlo, 3392);
   add(rPsc, 3392);
   add(rPd, 3392);
@@ -120,6 +116,8 @@ void GemvQ6KAvx512::subblock_pair(int s) {
   vpxord(zA0, zA0, zA0);
   vpxord(zA1, zA1, zA1);
   for (int j = 0; j < 4; ++j) {
+    // One sequential stream: the record's 53 lines a fixed distance ahead, a share per step.
+    prefetch_share(rPlo, d_.prefetch, 3392 / 64, 4 * s + j, 32);
     vmovdqu32(zV, ptr[rPlo + q6k_nibble_offset(s, j)]);
     vmovdqu32(zH, ptr[rPlo + q6k_high_offset(s % 4, j)]);
     vpsllw(zA, zH, k == 0 ? 4 : 2);
