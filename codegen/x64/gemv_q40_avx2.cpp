@@ -51,6 +51,7 @@ void GemvQ40Avx2::group_body() {
 void GemvQ40Avx2::block() {
   for (const Ymm& w : yW) vpxor(w, w, w);
   for (int c = 0; c < 4; ++c) {
+    prefetch_share(rP, d_.prefetch, kCodeBytes / 64, c, 4);
     vpbroadcastd(yXl, ptr[rPx + 2 + 4 * c]);
     vpbroadcastd(yXh, ptr[rPx + 2 + 16 + 4 * c]);
     for (int h = 0; h < 2; ++h) {
@@ -64,10 +65,7 @@ void GemvQ40Avx2::block() {
       vpaddw(yW[h], yW[h], yV);
     }
   }
-  if (d_.prefetch != 0) {
-    for (int i = 0; i < kCodeBytes / 64; ++i) prefetcht0(ptr[rP + d_.prefetch + 64 * i]);
-    prefetcht0(ptr[rPd + (d_.prefetch / 8 + 63) / 64 * 64]);
-  }
+  if (d_.prefetch != 0) prefetcht0(ptr[rPd + (d_.prefetch / 8 + 63) / 64 * 64]);
   vpbroadcastd(yB, ptr[rScr]);
   vbroadcastss(yDx, ptr[rScr + 4]);
   for (int h = 0; h < 2; ++h) {

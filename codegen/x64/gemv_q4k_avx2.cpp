@@ -117,12 +117,12 @@ void GemvQ4KAvx2::superblock() {
     vpaddd(yBS[h], yBS[h], yT);
   }
   vbroadcastss(yDY, ptr[rPx]);
-  if (d_.prefetch != 0) {
-    // One sequential stream: the record's lines, a fixed distance ahead.
-    for (int i = 0; i < (R_ * 148 + 63) / 64; ++i) prefetcht0(ptr[rPc + d_.prefetch + 64 * i]);
-  }
+  // One sequential stream: the record's lines a fixed distance ahead, a share per half pair.
   for (int p = 0; p < P_; ++p)
-    for (int h = 0; h < 2; ++h) half_pair(p, h);
+    for (int h = 0; h < 2; ++h) {
+      prefetch_share(rPc, d_.prefetch, (R_ * 148 + 63) / 64, 2 * p + h, 2 * P_);
+      half_pair(p, h);
+    }
 }
 
 void GemvQ4KAvx2::half_pair(int p, int h) {

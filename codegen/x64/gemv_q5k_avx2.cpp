@@ -48,8 +48,6 @@ void GemvQ5KAvx2::group_body() {
 }
 
 void GemvQ5KAvx2::superblock() {
-  if (d_.prefetch != 0)
-    for (int i = 0; i < kRecord / 64; ++i) prefetcht0(ptr[rP + d_.prefetch + 64 * i]);
   for (int h = 0; h < 2; ++h) half(h);
   add(rP, kRecord);
   add(rPx, kQ8KBytes);
@@ -58,6 +56,7 @@ void GemvQ5KAvx2::superblock() {
 void GemvQ5KAvx2::half(int h) {
   vpxor(yIs, yIs, yIs);
   for (int s = 0; s < 4; ++s) {
+    prefetch_share(rP, d_.prefetch, kRecord / 64, 4 * h + s, 8);  // the record's lines, a share per step
     byte_pairs(yScA, ptr[rP + kSc + 16 * s + 8 * h], yT);
     byte_pairs(yScB, ptr[rP + kSc + 16 * (s + 4) + 8 * h], yT);
     for (int j0 = 0; j0 < 8; j0 += 4) {

@@ -110,10 +110,10 @@ void GemvQ6KAvx2::prep_bsums() {
 
 void GemvQ6KAvx2::superblock() {
   for (const Ymm& s : ySb) vpxor(s, s, s);
-  for (int s = 0; s < 8; ++s) subblock_pair(s);
-  if (d_.prefetch != 0) {
-    // One sequential stream: the record's 53 lines, a fixed distance ahead.
-    for (int i = 0; i < 3392 / 64; ++i) prefetcht0(ptr[rPlo + d_.prefetch + 64 * i]);
+  // One sequential stream: the record's 53 lines a fixed distance ahead, a share per pair.
+  for (int s = 0; s < 8; ++s) {
+    prefetch_share(rPlo, d_.prefetch, 3392 / 64, s, 8);
+    subblock_pair(s);
   }
   vbroadcastss(yXa, ptr[rPx]);
   for (int h = 0; h < 2; ++h) {

@@ -59,6 +59,7 @@ void GemvQ80Avx2::group_body() {
 void GemvQ80Avx2::block() {
   for (const Ymm& i : yI) vpxor(i, i, i);
   for (int c = 0; c < 8; ++c) {
+    prefetch_share(rP, d_.prefetch, kCodeBytes / 64, c, 8);
     vpbroadcastd(yX, ptr[rPx + 2 + 4 * c]);
     for (int h = 0; h < 2; ++h) {
       vpxor(yV, y80, ptr[rP + 64 * c + 32 * h]);  // q = code ^ 0x80
@@ -69,10 +70,7 @@ void GemvQ80Avx2::block() {
       vpaddd(yI[h], yI[h], yA);
     }
   }
-  if (d_.prefetch != 0) {
-    for (int i = 0; i < kCodeBytes / 64; ++i) prefetcht0(ptr[rP + d_.prefetch + 64 * i]);
-    prefetcht0(ptr[rPd + (d_.prefetch / 16 + 63) / 64 * 64]);
-  }
+  if (d_.prefetch != 0) prefetcht0(ptr[rPd + (d_.prefetch / 16 + 63) / 64 * 64]);
   vbroadcastss(yDx, ptr[rScr]);
   for (int h = 0; h < 2; ++h) add_scaled_block(h, yI[h], ptr[rPd + 16 * h], yDx, yD);
   add(rP, kCodeBytes);

@@ -139,14 +139,18 @@ void GemvRows16::prep_plain() {
 void GemvRows16::quant_block() {
   vpxord(zI, zI, zI);
   vpxord(zI2, zI2, zI2);
+  // Every line prefetched (stride 64): one code line per chunk, spread over the block.
+  const int every = stride() == 64 ? d_.prefetch : 0;
   if (fmt_ == GgmlType::Q8_0) {
     for (int c = 0; c < 8; ++c) {
+      prefetch_share(rPc, every, 8, c, 8);
       vmovdqu32(zV, ptr[rPc + 64 * c]);
       vpdpbusd(c % 2 ? zI2 : zI, zV, ptr_b[rPx + 2 + 4 * c]);
     }
   } else {
     // High nibbles masked in place (16x the code), shifted back once per block.
     for (int c = 0; c < 4; ++c) {
+      prefetch_share(rPc, every, 4, c, 4);
       vmovdqu32(zV, ptr[rPc + 64 * c]);
       vpandd(zLo, zV, zM0F);
       vpdpbusd(zI, zLo, ptr_b[rPx + 2 + 4 * c]);
@@ -155,10 +159,7 @@ void GemvRows16::quant_block() {
     }
     vpsrad(zI2, zI2, 4);
   }
-  if (stride() == 64) {
-    for (int i = 0; i < code_bytes() / 64; ++i) prefetcht0(ptr[rPc + d_.prefetch + 64 * i]);
-    prefetcht0(ptr[rPd + (d_.prefetch / 16 + 63) / 64 * 64]);
-  }
+  if (stride() == 64) prefetcht0(ptr[rPd + (d_.prefetch / 16 + 63) / 64 * 64]);
   vpaddd(zI, zI, zI2);
   vpsubd(zI, zI, ptr_b[rScr]);
   vcvtdq2ps(zI, zI);
