@@ -32,7 +32,7 @@ class GemmQ80 : public JitGemmBase {
   void generate() { emit(); }
 
  private:
-  const Reg64 rPc = r13, rPd = r14, rPa = r15, rCnt = r10;
+  const Reg64 rPc = r13, rPa = r15, rCnt = r10;
   const Zmm zDw = zmm8, zT = zmm9;
   Zmm code(int c) const { return Zmm(c); }        // zmm0 .. zmm7
   Zmm acc(int t) const { return Zmm(12 + t); }    // zmm12 .. zmm21
@@ -94,14 +94,12 @@ void GemmQ80::body(int m) {
   mov(rPc, rGroup);
   imul(rPc, rPc, static_cast<int>(group_stride()));
   add(rPc, qword[rArgs + 0]);
-  lea(rPd, ptr[rPc + nb_ * 512]);
   mov(rPa, slot_act());
   for (int t = 0; t < m; ++t) vpxord(acc(t), acc(t), acc(t));
   mov(rCnt, nb_);
   L(blk);
   block(m);
-  add(rPc, 512);
-  add(rPd, 32);
+  add(rPc, 544);  // one record per block: codes, then d (kernels/pack.h)
   add(rPa, kTokens * kActBytes);
   dec(rCnt);
   jnz(blk, T_NEAR);
@@ -115,7 +113,7 @@ void GemmQ80::body(int m) {
 
 void GemmQ80::block(int m) {
   for (int c = 0; c < 8; ++c) vmovdqu32(code(c), ptr[rPc + 64 * c]);
-  vcvtph2ps(zDw, ptr[rPd]);
+  vcvtph2ps(zDw, ptr[rPc + 512]);
   // The int32 sums start at the bias term (a broadcast load, no ALU work).
   for (int t = 0; t < m; ++t) vpbroadcastd(isum(t), ptr[rPa + kActBytes * t + kActBias]);
   for (int c = 0; c < 8; ++c)

@@ -16,15 +16,14 @@ namespace {
 
 using namespace Xbyak;
 
-constexpr int kCodeBytes = 256, kQ80Bytes = 34;
+constexpr int kCodeBytes = 256, kRec = 288, kQ80Bytes = 34;  // kernels/pack.h: codes, then d
 
 class GemvQ40Avx2 : public Avx2Rows16Kernel {
  public:
   explicit GemvQ40Avx2(const KernelDesc& d) : Avx2Rows16Kernel(d), nb_(d.cols / 32) {}
-  void generate() { emit_kernel(int64_t{nb_} * 8, (int64_t{nb_} * (kCodeBytes + 32) + 63) / 64 * 64); }
+  void generate() { emit_kernel(int64_t{nb_} * 8, (int64_t{nb_} * kRec + 63) / 64 * 64); }
 
  private:
-  const Reg64 rPd = r14;
   const Ymm yV = ymm3, yL = ymm4, yXl = ymm5, yXh = ymm6, yM0F = ymm7, yOnes = ymm8;
   const Ymm yW[2] = {ymm9, ymm10}, yD = ymm11, yDx = ymm12, yB = ymm13;
 
@@ -44,14 +43,13 @@ void GemvQ40Avx2::prep() {
 void GemvQ40Avx2::group_body() {
   broadcast_const(yM0F, 0x0F0F0F0F);
   broadcast_const(yOnes, 0x00010001);
-  lea(rPd, ptr[rP + int64_t{nb_} * kCodeBytes]);
   repeat(nb_, [this] { block(); });
 }
 
 void GemvQ40Avx2::block() {
   for (const Ymm& w : yW) vpxor(w, w, w);
   for (int c = 0; c < 4; ++c) {
-    prefetch_share(rP, d_.prefetch, kCodeBytes / 64, c, 4);
+    prefetch_share(rP, d_.prefetch, (kRec + 63) / 64, c, 4);
     vpbroadcastd(yXl, ptr[rPx + 2 + 4 * c]);
     vpbroadcastd(yXh, ptr[rPx + 2 + 16 + 4 * c]);
     for (int h = 0; h < 2; ++h) {
@@ -65,16 +63,14 @@ void GemvQ40Avx2::block() {
       vpaddw(yW[h], yW[h], yV);
     }
   }
-  if (d_.prefetch != 0) prefetcht0(ptr[rPd + (d_.prefetch / 8 + 63) / 64 * 64]);
   vpbroadcastd(yB, ptr[rScr]);
   vbroadcastss(yDx, ptr[rScr + 4]);
   for (int h = 0; h < 2; ++h) {
     vpmaddwd(yW[h], yW[h], yOnes);
     vpsubd(yW[h], yW[h], yB);
-    add_scaled_block(h, yW[h], ptr[rPd + 16 * h], yDx, yD);
+    add_scaled_block(h, yW[h], ptr[rP + kCodeBytes + 16 * h], yDx, yD);
   }
-  add(rP, kCodeBytes);
-  add(rPd, 32);
+  add(rP, kRec);
   add(rPx, kQ80Bytes);
   add(rScr, 8);
 }

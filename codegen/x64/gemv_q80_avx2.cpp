@@ -16,15 +16,14 @@ namespace {
 
 using namespace Xbyak;
 
-constexpr int kQ80Bytes = 34, kCodeBytes = 512;
+constexpr int kQ80Bytes = 34, kCodeBytes = 512, kRec = 544;  // kernels/pack.h: codes, then d
 
 class GemvQ80Avx2 : public Avx2Rows16Kernel {
  public:
   explicit GemvQ80Avx2(const KernelDesc& d) : Avx2Rows16Kernel(d), nb_(d.cols / 32) {}
-  void generate() { emit_kernel(int64_t{nb_} * 4, (int64_t{nb_} * (kCodeBytes + 32) + 63) / 64 * 64); }
+  void generate() { emit_kernel(int64_t{nb_} * 4, (int64_t{nb_} * kRec + 63) / 64 * 64); }
 
  private:
-  const Reg64 rPd = r14;
   const Ymm yV = ymm0, yA = ymm1, yS = ymm2, y80 = ymm3, yOnes = ymm4, yX = ymm5;
   const Ymm yI[2] = {ymm8, ymm9}, yD = ymm12, yDx = ymm13;
 
@@ -52,14 +51,13 @@ void GemvQ80Avx2::prep() {
 void GemvQ80Avx2::group_body() {
   broadcast_const(y80, 0x80808080);
   broadcast_const(yOnes, 0x00010001);
-  lea(rPd, ptr[rP + int64_t{nb_} * kCodeBytes]);
   repeat(nb_, [this] { block(); });
 }
 
 void GemvQ80Avx2::block() {
   for (const Ymm& i : yI) vpxor(i, i, i);
   for (int c = 0; c < 8; ++c) {
-    prefetch_share(rP, d_.prefetch, kCodeBytes / 64, c, 8);
+    prefetch_share(rP, d_.prefetch, (kRec + 63) / 64, c, 8);
     vpbroadcastd(yX, ptr[rPx + 2 + 4 * c]);
     for (int h = 0; h < 2; ++h) {
       vpxor(yV, y80, ptr[rP + 64 * c + 32 * h]);  // q = code ^ 0x80
@@ -70,11 +68,9 @@ void GemvQ80Avx2::block() {
       vpaddd(yI[h], yI[h], yA);
     }
   }
-  if (d_.prefetch != 0) prefetcht0(ptr[rPd + (d_.prefetch / 16 + 63) / 64 * 64]);
   vbroadcastss(yDx, ptr[rScr]);
-  for (int h = 0; h < 2; ++h) add_scaled_block(h, yI[h], ptr[rPd + 16 * h], yDx, yD);
-  add(rP, kCodeBytes);
-  add(rPd, 32);
+  for (int h = 0; h < 2; ++h) add_scaled_block(h, yI[h], ptr[rP + kCodeBytes + 16 * h], yDx, yD);
+  add(rP, kRec);
   add(rPx, kQ80Bytes);
   add(rScr, 4);
 }

@@ -16,6 +16,7 @@
 #include "codegen/x64/avx2_rows16.h"
 #include "codegen/x64/generators.h"
 #include "codegen/x64/jit_base.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -31,7 +32,7 @@ class GemvRows16 : public JitKernelBase {
   void generate();
 
  private:
-  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPc = r13, rPd = r14, rPx = r15;
+  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPc = r13, rPx = r15;
   const Reg64 rScr = r8, rCnt = r10, rW = rsi;
   const Zmm zAcc[kUnroll] = {zmm0, zmm1, zmm2, zmm3};
   const Zmm zV = zmm4, zLo = zmm5, zHi = zmm6, zI = zmm7, zI2 = zmm8, zD = zmm9, zT = zmm10;
@@ -39,7 +40,8 @@ class GemvRows16 : public JitKernelBase {
 
   bool quant() const { return fmt_ == GgmlType::Q8_0 || fmt_ == GgmlType::Q4_0; }
   int64_t nblocks() const { return d_.cols / 32; }
-  int code_bytes() const { return fmt_ == GgmlType::Q8_0 ? 512 : 256; }
+  int code_bytes() const { return static_cast<int>(rows16_code_bytes(fmt_)); }
+  int record_bytes() const { return static_cast<int>(rows16_record_bytes(fmt_)); }
   int elem_bytes() const { return fmt_ == GgmlType::F32 ? 4 : 2; }
   int64_t scratch_bytes() const;
   int64_t group_stride() const;
@@ -64,7 +66,7 @@ int64_t GemvRows16::scratch_bytes() const {
 }
 
 int64_t GemvRows16::group_stride() const {
-  const int64_t raw = quant() ? nblocks() * (code_bytes() + 32) : int64_t{d_.cols} * kRows * elem_bytes();
+  const int64_t raw = quant() ? nblocks() * record_bytes() : int64_t{d_.cols} * kRows * elem_bytes();
   return (raw + 63) / 64 * 64;
 }
 
@@ -85,7 +87,6 @@ void GemvRows16::generate() {
   mov(rPc, rGroup);
   imul(rPc, rPc, static_cast<int>(group_stride()));
   add(rPc, rW);
-  lea(rPd, ptr[rPc + nblocks() * code_bytes()]);
   mov(rPx, qword[rArgs + kArgX]);
   mov(rScr, rsp);
   for (const Zmm& a : zAcc) vpxord(a, a, a);
@@ -139,18 +140,19 @@ void GemvRows16::prep_plain() {
 void GemvRows16::quant_block() {
   vpxord(zI, zI, zI);
   vpxord(zI2, zI2, zI2);
-  // Every line prefetched (stride 64): one code line per chunk, spread over the block.
+  // Every line prefetched (stride 64): the record's lines spread over its chunks.
   const int every = stride() == 64 ? d_.prefetch : 0;
+  const int lines = (record_bytes() + 63) / 64;
   if (fmt_ == GgmlType::Q8_0) {
     for (int c = 0; c < 8; ++c) {
-      prefetch_share(rPc, every, 8, c, 8);
+      prefetch_share(rPc, every, lines, c, 8);
       vmovdqu32(zV, ptr[rPc + 64 * c]);
       vpdpbusd(c % 2 ? zI2 : zI, zV, ptr_b[rPx + 2 + 4 * c]);
     }
   } else {
     // High nibbles masked in place (16x the code), shifted back once per block.
     for (int c = 0; c < 4; ++c) {
-      prefetch_share(rPc, every, 4, c, 4);
+      prefetch_share(rPc, every, lines, c, 4);
       vmovdqu32(zV, ptr[rPc + 64 * c]);
       vpandd(zLo, zV, zM0F);
       vpdpbusd(zI, zLo, ptr_b[rPx + 2 + 4 * c]);
@@ -159,34 +161,29 @@ void GemvRows16::quant_block() {
     }
     vpsrad(zI2, zI2, 4);
   }
-  if (stride() == 64) prefetcht0(ptr[rPd + (d_.prefetch / 16 + 63) / 64 * 64]);
   vpaddd(zI, zI, zI2);
   vpsubd(zI, zI, ptr_b[rScr]);
   vcvtdq2ps(zI, zI);
-  vcvtph2ps(zD, ptr[rPd]);
+  vcvtph2ps(zD, ptr[rPc + code_bytes()]);
   vmulps(zD, zD, ptr_b[rScr + 4]);
   vfmadd231ps(zAcc[0], zI, zD);
-  add(rPc, code_bytes());
-  add(rPd, 32);
+  add(rPc, record_bytes());
   add(rPx, 34);
   add(rScr, 8);
 }
 
-// The blocks of one row group. Every line prefetched: one block per iteration, the prefetch
-// inside quant_block. A larger stride: enough blocks per iteration for one stride of codes,
-// one prefetched line per stride of codes and of scales, the rest unrolled after the loop.
+// The block records of one row group, a single stream. Every line prefetched: one block per
+// iteration, the prefetches inside quant_block. A larger stride: the blocks nearest one
+// stride per iteration, one prefetched line each, the rest unrolled after the loop.
 void GemvRows16::quant_loop() {
   const int s = stride();
-  const int per = s > 64 ? std::max(1, s / code_bytes()) : 1;
+  const int per = s > 64 ? std::max(1, (s + record_bytes() / 2) / record_bytes()) : 1;
   const int64_t iters = nblocks() / per, tail = nblocks() % per;
-  const int code_lines = s > 64 ? per * code_bytes() / s : 0;
-  const int scale_lines = s > 64 ? std::max(1, per * 32 / s) : 0;
   if (iters > 0) {
     Label blk;
     mov(rCnt, iters);
     L(blk);
-    for (int i = 0; i < code_lines; ++i) prefetcht0(ptr[rPc + d_.prefetch + s * i]);
-    for (int i = 0; i < scale_lines; ++i) prefetcht0(ptr[rPd + (d_.prefetch / 16 + 63) / 64 * 64 + s * i]);
+    if (s > 64) prefetcht0(ptr[rPc + d_.prefetch]);
     for (int b = 0; b < per; ++b) quant_block();
     dec(rCnt);
     jnz(blk, T_NEAR);
