@@ -175,13 +175,15 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
 
 int prefetch_stride(GgmlType weight, isa::Target target) {
   // One line per KiB for the formats whose AVX-512 kernel streams a row block as one long run
-  // (F32, F16, BF16, Q8_0), measured in turn against every line 4 KiB ahead and against no
-  // software prefetch (bench kernels, DRAM regime, Kimi expert and dense shapes, three rounds):
-  // +17-47 % at 1 thread and +6-48 % at 2 threads for all four. A line per 512 bytes or per
-  // 2 KiB gained less than half as much. Q4_0 lost 7-13 % at 2 threads that way and keeps
-  // every line; the other kernels prefetch whole records.
+  // (F32, F16, BF16, Q8_0, Q4_0), measured in turn against every line 4 KiB ahead and against
+  // no software prefetch (bench kernels, DRAM regime, Kimi expert and dense shapes, three
+  // rounds): +17-47 % at 1 thread and +6-48 % at 2 threads for the first four. A line per 512
+  // bytes or per 2 KiB gained less than half as much. Q4_0 lost 7-13 % at 2 threads that way
+  // while its scales were a separate region; with one record per block it gained 13-34 % at 1
+  // thread and 10-50 % at 2 (Kimi expert shapes, three rounds). The other kernels prefetch
+  // whole records, spread over the work on each.
   const bool sparse = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16 ||
-                      weight == GgmlType::Q8_0;
+                      weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0;
   return sparse && strided_prefetch_kernel(weight, target.level) ? 1024 : 0;
 }
 
@@ -197,8 +199,11 @@ int prefetch_distance(GgmlType weight, isa::Target target) {
   //   read bandwidth at 4 KiB, 70 % at 8 KiB, 64-67 % at 10-12 KiB).
   // - Q4_K: 4 KiB was 6-11 % faster than 8 KiB at 1 and 2 threads (2-3 KiB within 5 %). An
   //   earlier host had 8 KiB ahead by 6 points at K = 2048 and equal elsewhere.
-  // - Q5_K, Q4_0 and Q8_0 (where it prefetches every line) keep the base distance: 4 KiB beat
-  //   2 KiB and none; 8 KiB was within 8 % (slower for Q5_K).
+  // - Q5_K, and Q4_0 and Q8_0 where they prefetch every line, keep the base distance: 4 KiB
+  //   beat 2 KiB and none; 8 KiB was within 8 % (slower for Q5_K).
+  // - With each record's prefetches spread over its work (jit_base.h), Q4_K at 2, 4, 8 and
+  //   16 KiB and Q6_K at 4, 8 and 16 KiB were timed in turn again (three rounds): 4 and 8 KiB
+  //   stay the best or within the noise.
   if (prefetch_stride(weight, target) > 64) return 16384;
   if (weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16) return 0;
   const int base = isa::tuning_hints(target.tuning).prefetch_distance;
