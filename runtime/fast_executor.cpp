@@ -147,6 +147,7 @@ Status Impl::bind_values() {
   if (!arena_) return Error{"fast executor: cannot allocate a " + std::to_string(mem_.arena_bytes) + "-byte arena"};
   tensors_.assign(g.values.size(), Tensor{});
   int64_t cache_bytes = 0;
+  const uint64_t phys = physical_memory_bytes();
   states_.resize(g.values.size());
   for (size_t i = 0; i < g.values.size(); ++i) {
     const ir::Value& v = g.values[i];
@@ -176,8 +177,7 @@ Status Impl::bind_values() {
       const int64_t bytes = row_bytes(t.type, t.ne[0]) * (t.numel() / t.ne[0]);
       // Refused here rather than when the positions are written, where the machine would run
       // out of memory part way through a generation.
-      if (const uint64_t phys = physical_memory_bytes();
-          phys > 0 && static_cast<uint64_t>(cache_bytes + bytes) > phys)
+      if (phys > 0 && static_cast<uint64_t>(cache_bytes + bytes) > phys)
         return Error{"fast executor: a KV cache of " + std::to_string(n_ctx_) + " positions needs more than " +
                      std::to_string(phys >> 20) + " MiB, the machine's memory; use a smaller context (-c)"};
       auto cache = alloc_huge_buffer(static_cast<uint64_t>(bytes), ("KV cache '" + v.name + "'").c_str());

@@ -160,6 +160,19 @@ TEST_F(RunCli, BadRunInputsGiveOneErrorLine) {
   expect_one_line_error("run" + m + " -p hi --system-prompt x", "--system-prompt needs --chat");
 }
 
+// A context whose KV cache cannot fit in memory is refused before anything runs: the tiny
+// model's 4 layers of 576-value F16 rows at the largest -c take 77 GB.
+TEST_F(RunCli, ContextLargerThanMemoryGivesOneErrorLine) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double cache_bytes = 4.0 * 576 * 2 * 16777216;
+  if (pages <= 0 || page <= 0 || double(pages) * double(page) >= cache_bytes) GTEST_SKIP() << "the cache would fit";
+  const std::string m = " -m '" + kModel + "'";
+  const std::string o = " -o '" + (dir_ / "x.f32").string() + "'";
+  expect_one_line_error("run" + m + " -p hi -n 2 -c 16777216", "a KV cache of 16777216 positions needs more than");
+  expect_one_line_error("logits" + m + " --tokens '1 2' --mode decode -c 16777216" + o, "use a smaller context (-c)");
+  EXPECT_FALSE(fs::exists(dir_ / "x.f32"));
+}
+
 // Copies the tiny model with a chat template added, so --chat has something to recognise.
 std::string model_with_template(const fs::path& dir, const std::string& name, const std::string& tmpl) {
   auto src = gguf::Model::open(kModel);

@@ -13,6 +13,7 @@
 
 #include "codegen/x64/gemm_jit.h"
 #include "codegen/x64/generators.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -38,7 +39,10 @@ class GemmQ80 : public JitGemmBase {
   Zmm acc(int t) const { return Zmm(12 + t); }    // zmm12 .. zmm21
   Zmm isum(int t) const { return Zmm(22 + t); }   // zmm22 .. zmm31
 
-  int64_t group_stride() const { return (int64_t{nb_} * 544 + 63) / 64 * 64; }
+  // One record per block: codes, then the 16 rows' d (kernels/pack.h).
+  static constexpr int kCodes = static_cast<int>(rows16_code_bytes(GgmlType::Q8_0));
+  static constexpr int kRec = static_cast<int>(rows16_record_bytes(GgmlType::Q8_0));
+  int64_t group_stride() const { return (int64_t{nb_} * kRec + 63) / 64 * 64; }
   void prep() override;
   void body(int m) override;
   void block(int m);
@@ -99,7 +103,7 @@ void GemmQ80::body(int m) {
   mov(rCnt, nb_);
   L(blk);
   block(m);
-  add(rPc, 544);  // one record per block: codes, then d (kernels/pack.h)
+  add(rPc, kRec);
   add(rPa, kTokens * kActBytes);
   dec(rCnt);
   jnz(blk, T_NEAR);
@@ -113,7 +117,7 @@ void GemmQ80::body(int m) {
 
 void GemmQ80::block(int m) {
   for (int c = 0; c < 8; ++c) vmovdqu32(code(c), ptr[rPc + 64 * c]);
-  vcvtph2ps(zDw, ptr[rPc + 512]);
+  vcvtph2ps(zDw, ptr[rPc + kCodes]);
   // The int32 sums start at the bias term (a broadcast load, no ALU work).
   for (int t = 0; t < m; ++t) vpbroadcastd(isum(t), ptr[rPa + kActBytes * t + kActBias]);
   for (int c = 0; c < 8; ++c)

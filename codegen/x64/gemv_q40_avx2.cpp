@@ -10,13 +10,17 @@
 
 #include "codegen/x64/avx2_rows16.h"
 #include "codegen/x64/generators.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
 
 using namespace Xbyak;
 
-constexpr int kCodeBytes = 256, kRec = 288, kQ80Bytes = 34;  // kernels/pack.h: codes, then d
+constexpr int kQ80Bytes = 34;
+// One record per block: codes, then the 16 rows' d (kernels/pack.h).
+constexpr int kCodeBytes = static_cast<int>(rows16_code_bytes(GgmlType::Q4_0));
+constexpr int kRec = static_cast<int>(rows16_record_bytes(GgmlType::Q4_0));
 
 class GemvQ40Avx2 : public Avx2Rows16Kernel {
  public:
