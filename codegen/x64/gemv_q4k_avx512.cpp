@@ -1,7 +1,11 @@
 // Q4_K x Q8_K GEMV for AVX-512 (with or without VNNI), over the packed layout of
 // kernels/pack.h. Per row group of R rows and per super-block:
-//   * activations were permuted once per call into W[j] (j = 0..7): lane l = 2s + h holds
-//     the dword j of sub-block s, matching the packed codes' lanes;
+//   * activations were transposed once per call into V[j] (j = 0..7, 32 bytes each): lane s
+//     holds the dword j of sub-block s. Per super-block each is widened by one vpermd into
+//     W[j], lane l = 2s + h holding V[j] lane s, matching the packed codes' lanes. With the
+//     bsum pairs and d, also prepared once, a super-block's activations take 324 bytes of
+//     L1 instead of 804 (W[j] stored whole and the Q8_K block read in place): at K = 7168
+//     they stay in L1 while the weights stream through it;
 //   * per row pair, 4 chunk loads give 8 code vectors (low and high nibbles); vpdpbusd
 //     (codes unsigned, activations signed) sums them into one int32 vector whose lanes each
 //     belong to a single (row, sub-block); one vpmulld applies the 6-bit scales, another the
@@ -20,15 +24,22 @@ namespace {
 
 using namespace Xbyak;
 
-constexpr int kQ8KBytes = 292, kQ8KBsums = 260, kScratchPerSb = 512;
+constexpr int kQ8KBytes = 292, kQ8KBsums = 260;
+// Scratch per super-block: V[0..7] (256 bytes), then the 16 bsum-pair dwords (64 bytes);
+// the super-blocks' d follow all of them as S floats.
+constexpr int kScratchPerSb = 320, kScratchBsums = 256;
 
-// Permutation of one Q8_K super-block's 64 dwords into W[j]: lane l takes dword 8*s' + j of
-// the two-register table, s' = (l / 2) % 4 (lanes 0-7 from sub-blocks 0-3, 8-15 from 4-7).
+// Transpose of one Q8_K super-block's 64 dwords into V[2m] (lanes 0-7) and V[2m+1] (lanes
+// 8-15) of register m: lane l takes dword 8 * (l % 4) + 2m + l / 8 of the two-register
+// table (lanes with l % 8 < 4 from sub-blocks 0-3, the others from 4-7). Then the widening
+// index of W[j]: lane l takes lane l / 2 of V[j].
 struct PrepIndex {
-  alignas(64) int32_t idx[8][16];
+  alignas(64) int32_t idx[4][16];
+  alignas(64) int32_t widen[16];
   PrepIndex() {
-    for (int j = 0; j < 8; ++j)
-      for (int l = 0; l < 16; ++l) idx[j][l] = 8 * ((l / 2) % 4) + j;
+    for (int m = 0; m < 4; ++m)
+      for (int l = 0; l < 16; ++l) idx[m][l] = 8 * (l % 4) + 2 * m + l / 8;
+    for (int l = 0; l < 16; ++l) widen[l] = l / 2;
   }
 };
 const PrepIndex kPrepIndex;
@@ -49,9 +60,11 @@ class GemvQ4KAvx512 : public JitKernelBase {
   const Zmm zBS = zmm8, zDY = zmm9, zM0F = zmm10, zMF0 = zmm11;
   const Zmm zAcc[8] = {zmm12, zmm13, zmm14, zmm15, zmm16, zmm17, zmm18, zmm19};
   const Zmm zV = zmm20, zLo = zmm21, zHi = zmm22, zIlo = zmm23, zIhi = zmm24, zS = zmm25;
-  const Zmm zM = zmm26, zDd = zmm27, zDm = zmm28, zT = zmm29, zOnes = zmm30;
+  const Zmm zM = zmm26, zDd = zmm27, zDm = zmm28, zT = zmm29, zOnes = zmm30, zWiden = zmm31;
 
-  int64_t scratch_bytes() const { return int64_t{S_} * kScratchPerSb; }
+  // The activations' d (S floats) from here on, after the super-blocks' V and bsum pairs.
+  int64_t d_offset() const { return int64_t{S_} * kScratchPerSb; }
+  int64_t scratch_bytes() const { return d_offset() + (int64_t{S_} * 4 + 63) / 64 * 64; }
   void generate_gemv();
   void generate_gate_up();
   void constants();
@@ -81,6 +94,8 @@ void GemvQ4KAvx512::generate() {
 
 void GemvQ4KAvx512::constants() {
   mov(rW, qword[rArgs + kArgW]);
+  mov(rax, reinterpret_cast<uintptr_t>(&kPrepIndex.widen[0]));
+  vmovdqa32(zWiden, ptr[rax]);
   mov(eax, 0x0F0F0F0F);
   vpbroadcastd(zM0F, eax);
   mov(eax, 0xF0F0F0F0);
@@ -187,7 +202,7 @@ void GemvQ4KAvx512::group_body() {
   add(rPc, rW);
   lea(rPs, ptr[rPc + R_ * 128]);  // super-block records: codes, scales, d
   lea(rPd, ptr[rPc + R_ * 144]);
-  mov(rPx, qword[rArgs + kArgX]);
+  lea(rPx, ptr[rsp + d_offset()]);
   mov(rPw, rsp);
   for (int p = 0; p < P_; ++p) vpxord(zAcc[p], zAcc[p], zAcc[p]);
   Label sb;
@@ -197,7 +212,7 @@ void GemvQ4KAvx512::group_body() {
   add(rPc, R_ * 148);
   add(rPs, R_ * 148);
   add(rPd, R_ * 148);
-  add(rPx, kQ8KBytes);
+  add(rPx, 4);
   add(rPw, kScratchPerSb);
   dec(rCnt);
   jnz(sb, T_NEAR);
@@ -206,35 +221,44 @@ void GemvQ4KAvx512::group_body() {
 void GemvQ4KAvx512::prep_activations() {
   const Zmm zX[4] = {zmm20, zmm21, zmm22, zmm23};
   const Zmm zIdx = zmm24, zT0 = zmm25, zT1 = zmm26;
-  mov(eax, 0xFF00);
+  mov(eax, 0xF0F0);
   kmovw(k1, eax);
   mov(rPx, qword[rArgs + kArgX]);
   mov(rPw, rsp);
+  lea(rPd, ptr[rsp + d_offset()]);
   mov(rax, reinterpret_cast<uintptr_t>(&kPrepIndex.idx[0][0]));
   mov(rCnt, S_);
   Label loop;
   L(loop);
   for (int i = 0; i < 4; ++i) vmovdqu32(zX[i], ptr[rPx + 4 + 64 * i]);
-  for (int j = 0; j < 8; ++j) {
-    vmovdqa32(zT0, ptr[rax + 64 * j]);
+  for (int m = 0; m < 4; ++m) {
+    vmovdqa32(zT0, ptr[rax + 64 * m]);
     vmovdqa32(zT1, zT0);
     vpermi2d(zT0, zX[0], zX[1]);
     vpermi2d(zT1, zX[2], zX[3]);
     vpblendmd(zIdx | k1, zT0, zT1);
-    vmovdqa32(ptr[rPw + 64 * j], zIdx);
+    vmovdqa32(ptr[rPw + 64 * m], zIdx);
   }
+  // bsum pairs: lane 2s and 2s+1 both get bsums[2s] + bsums[2s+1].
+  vpmovsxwd(zT0, ptr[rPx + kQ8KBsums]);
+  vpshufd(zT1, zT0, 0xB1);
+  vpaddd(zT0, zT0, zT1);
+  vmovdqa32(ptr[rPw + kScratchBsums], zT0);
+  mov(r11d, dword[rPx]);
+  mov(dword[rPd], r11d);
   add(rPx, kQ8KBytes);
   add(rPw, kScratchPerSb);
+  add(rPd, 4);
   dec(rCnt);
   jnz(loop, T_NEAR);
 }
 
 void GemvQ4KAvx512::superblock() {
-  for (int j = 0; j < 8; ++j) vmovdqa32(zW[j], ptr[rPw + 64 * j]);
-  // bsum pairs: lane 2s and 2s+1 both get bsums[2s] + bsums[2s+1].
-  vpmovsxwd(zBS, ptr[rPx + kQ8KBsums]);
-  vpshufd(zT, zBS, 0xB1);
-  vpaddd(zBS, zBS, zT);
+  for (int j = 0; j < 8; ++j) {
+    vmovdqa32(Ymm(zW[j].getIdx()), ptr[rPw + 32 * j]);
+    vpermd(zW[j], zWiden, zW[j]);
+  }
+  vmovdqa32(zBS, ptr[rPw + kScratchBsums]);
   vbroadcastss(zDY, ptr[rPx]);
   if (dsc_ >= 0) {
     vcvtph2ps(zDd, ptr[rPd]);  // d of rows 0..7, then dmin of rows 0..7
