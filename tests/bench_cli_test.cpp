@@ -19,6 +19,7 @@
 #include "codegen/isa.h"
 #include "codegen/kernel_desc.h"
 #include "codegen/registry.h"
+#include "tests/cli_util.h"
 #include "tools/bench_cxx_loop.h"
 #include "tools/bench_gemv.h"
 #include "tools/roofline.h"
@@ -26,30 +27,9 @@
 namespace zenmoe::tools {
 namespace {
 
-struct RunResult {
-  int status = -1;
-  std::string out, err;
-};
+using RunResult = testing_cli::CliResult;
 
-RunResult run_cli(const std::string& args) {
-  // One file per process: ctest runs the tests of this file in parallel processes.
-  const std::string err_path =
-      ::testing::TempDir() + "bench_cli_stderr_" + std::to_string(getpid()) + ".txt";
-  std::string cmd = std::string(ZENMOE_BINARY) + " " + args + " 2>" + err_path;
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream f(err_path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  r.err = ss.str();
-  return r;
-}
+RunResult run_cli(const std::string& args) { return testing_cli::run_zenmoe(args, testing_cli::process_scratch_dir("bench_cli_test")); }
 
 // Small enough for the sanitizer build: 2 MiB DRAM set, milliseconds per measurement.
 constexpr const char* kTiny = "--shapes 512x48 --threads 1,2 --min-time 0.002 --reps 2 --dram-mib 2";

@@ -14,36 +14,15 @@
 #include <string>
 
 #include "runtime/gguf.h"
+#include "tests/cli_util.h"
 #include "tools/model_stats.h"
 
 namespace zenmoe::tools {
 namespace {
 
-struct RunResult {
-  int status = -1;
-  std::string out, err;
-};
+using RunResult = testing_cli::CliResult;
 
-RunResult run_cli(const std::string& args) {
-  // One file per process: ctest runs the tests of this file in parallel processes.
-  const std::string err_path =
-      ::testing::TempDir() + "bench_model_cli_stderr_" + std::to_string(getpid()) + ".txt";
-  const std::string cmd = std::string(ZENMOE_BINARY) + " " + args + " 2>" + err_path;
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  std::ifstream f(err_path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  r.err = ss.str();
-  std::remove(err_path.c_str());
-  return r;
-}
+RunResult run_cli(const std::string& args) { return testing_cli::run_zenmoe(args, testing_cli::process_scratch_dir("bench_model_cli_test")); }
 
 const std::string kModel = std::string(ZENMOE_ORACLE_DIR) + "/tiny-q4ks.gguf";
 // Small enough for the sanitizer build: a 2 MiB bandwidth buffer, 4 prompt tokens, 2 decodes.

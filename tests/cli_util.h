@@ -3,11 +3,14 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <string>
 
@@ -23,6 +26,28 @@ inline std::string slurp_file(const std::filesystem::path& p) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// A directory private to this process and `tag`, created on first use and removed with its
+// contents when the process exits (not by a forked child), so repeated test runs leave
+// nothing behind in the temporary directory.
+inline std::filesystem::path process_scratch_dir(const std::string& tag) {
+  struct Dir {
+    std::filesystem::path path;
+    pid_t owner = ::getpid();
+    explicit Dir(const std::string& name)
+        : path(std::filesystem::temp_directory_path() / ("zenmoe_" + name + "_" + std::to_string(::getpid()))) {
+      std::filesystem::create_directories(path);
+    }
+    ~Dir() {
+      std::error_code ec;
+      if (::getpid() == owner) std::filesystem::remove_all(path, ec);
+    }
+  };
+  static std::mutex mu;
+  static std::map<std::string, Dir> dirs;
+  std::lock_guard<std::mutex> lock(mu);
+  return dirs.try_emplace(tag, tag).first->second.path;
 }
 
 // Runs `zenmoe <args>` (args already shell-quoted where needed) with stdout and stderr captured

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/gguf.h"
+#include "tests/cli_util.h"
 #include "tools/inspect.h"
 #include "tools/model_stats.h"
 
@@ -23,31 +24,11 @@ using json = nlohmann::json;
 
 std::string oracle(const char* name) { return std::string(ZENMOE_ORACLE_DIR) + "/" + name; }
 
-fs::path temp_dir() {
-  fs::path d = fs::temp_directory_path() / ("zenmoe_inspect_test_" + std::to_string(getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir() { return testing_cli::process_scratch_dir("inspect_test"); }
 
-struct CliResult {
-  int status;
-  std::string out, err;
-};
+using testing_cli::CliResult;
 
-// Runs the CLI with stdout and stderr captured separately.
-CliResult run_cli(const std::string& args) {
-  const fs::path err = temp_dir() / "stderr.txt";
-  const std::string cmd = std::string(ZENMOE_BINARY) + " " + args + " 2>" + err.string();
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = pclose(p);
-  std::ifstream e(err);
-  std::string err_text((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out, err_text};
-}
+CliResult run_cli(const std::string& args) { return testing_cli::run_zenmoe(args, testing_cli::process_scratch_dir("inspect_test")); }
 
 json inspect_oracle_json(const char* name) {
   CliResult r = run_cli("inspect --json " + oracle(name));

@@ -16,6 +16,7 @@
 
 #include "kernels/ref/quant.h"
 #include "runtime/gguf.h"
+#include "tests/cli_util.h"
 #include "tools/builtin_vocab.h"
 #include "tools/inspect.h"
 #include "tools/mkmodel.h"
@@ -28,11 +29,7 @@ namespace fs = std::filesystem;
 
 std::string oracle(const char* name) { return std::string(ZENMOE_ORACLE_DIR) + "/" + name; }
 
-fs::path temp_dir() {
-  fs::path d = fs::temp_directory_path() / ("zenmoe_mkmodel_test_" + std::to_string(getpid()));
-  fs::create_directories(d);
-  return d;
-}
+fs::path temp_dir() { return testing_cli::process_scratch_dir("mkmodel_test"); }
 
 struct CliResult {
   int status;
