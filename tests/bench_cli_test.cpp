@@ -29,7 +29,9 @@ namespace {
 
 using RunResult = testing_cli::CliResult;
 
-RunResult run_cli(const std::string& args) { return testing_cli::run_zenmoe(args, testing_cli::process_scratch_dir("bench_cli_test")); }
+RunResult run_cli(const std::string& args) {
+  return testing_cli::run_zenmoe(args, testing_cli::process_scratch_dir("bench_cli_test"));
+}
 
 // Small enough for the sanitizer build: 2 MiB DRAM set, milliseconds per measurement.
 constexpr const char* kTiny = "--shapes 512x48 --threads 1,2 --min-time 0.002 --reps 2 --dram-mib 2";

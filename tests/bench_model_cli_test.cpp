@@ -22,7 +22,9 @@ namespace {
 
 using RunResult = testing_cli::CliResult;
 
-RunResult run_cli(const std::string& args) { return testing_cli::run_zenmoe(args, testing_cli::process_scratch_dir("bench_model_cli_test")); }
+RunResult run_cli(const std::string& args) {
+  return testing_cli::run_zenmoe(args, testing_cli::process_scratch_dir("bench_model_cli_test"));
+}
 
 const std::string kModel = std::string(ZENMOE_ORACLE_DIR) + "/tiny-q4ks.gguf";
 // Small enough for the sanitizer build: a 2 MiB bandwidth buffer, 4 prompt tokens, 2 decodes.

@@ -28,7 +28,9 @@ fs::path temp_dir() { return testing_cli::process_scratch_dir("inspect_test"); }
 
 using testing_cli::CliResult;
 
-CliResult run_cli(const std::string& args) { return testing_cli::run_zenmoe(args, testing_cli::process_scratch_dir("inspect_test")); }
+CliResult run_cli(const std::string& args) {
+  return testing_cli::run_zenmoe(args, testing_cli::process_scratch_dir("inspect_test"));
+}
 
 json inspect_oracle_json(const char* name) {
   CliResult r = run_cli("inspect --json " + oracle(name));
