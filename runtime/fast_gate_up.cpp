@@ -142,8 +142,9 @@ void GateUpOp::gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8
   (*kernel_)(c);
 }
 
-// Routed slots expert by expert: a batch runs each expert's slots through the GEMM (their
-// activation rows by index, products in slot order in the scratch), else one GEMV per slot.
+// Routed slots expert by expert: in a batch, an expert with kGemmMinTokens slots or more runs
+// them through the GEMM (their activation rows by index, products in slot order in the
+// scratch); fewer, one GEMV per slot and tile.
 void GateUpOp::run_routed(int tid, int nth, const Tensor& x, Tensor& y) const {
   const Range rr = split_range(F_, nth, tid, kBlock);
   for (int64_t e = 0; e < n_experts_; ++e) {
@@ -151,7 +152,7 @@ void GateUpOp::run_routed(int tid, int nth, const Tensor& x, Tensor& y) const {
     if (s0 == s1) continue;
     for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
       const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
-      if (batched_) {
+      if (batched_ && s1 - s0 >= kGemmMinTokens) {
         GemmCall c;
         c.x = x.cdata;
         c.x_stride = x.row_size();
@@ -169,7 +170,7 @@ void GateUpOp::run_routed(int tid, int nth, const Tensor& x, Tensor& y) const {
 
 void GateUpOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
   if (routed_) return run_routed(tid, nth, x, y);
-  if (gemm_ && x.rows() > 1) return run_gemm(tid, nth, x, y);
+  if (gemm_ && x.rows() >= kGemmMinTokens) return run_gemm(tid, nth, x, y);
   const Range rr = split_range(F_, nth, tid, kBlock);
   const int64_t T = x.rows(), xrb = x.row_size(), yrb = y.row_size();
   for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {

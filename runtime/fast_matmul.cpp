@@ -138,6 +138,10 @@ void MatOp::run_experts_gemm(int tid, int nth, const Tensor& x, Tensor& y) const
   for (int64_t e = 0; e < n_mats_; ++e) {
     const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
     if (s0 == s1) continue;
+    if (s1 - s0 < kGemmMinTokens) {
+      expert_gemv(e, s0, s1, rr, x, y);
+      continue;
+    }
     GemmCall c;
     c.x = x.cdata;
     c.x_stride = x.row_size();
@@ -192,7 +196,7 @@ void MatOp::run_dense(int tid, int nth, const Tensor& x, Tensor& y) const {
   for (int64_t m = 0; m < n_mats_; ++m)
     for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
       const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
-      if (gemm_ && per_mat > 1) {
+      if (gemm_ && per_mat >= kGemmMinTokens) {
         GemmCall c;
         c.x = x.cdata + m * xrb;
         c.x_stride = n_mats_ * xrb;
@@ -210,20 +214,23 @@ void MatOp::run_dense(int tid, int nth, const Tensor& x, Tensor& y) const {
 // serves every slot routed to that expert before the next tile is read.
 void MatOp::run_experts(int tid, int nth, const Tensor& x, Tensor& y) const {
   const Range rr = split_range(N_, nth, tid, row_block_);
-  const int64_t xrb = x.row_size();
   for (int64_t e = 0; e < n_mats_; ++e) {
     const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
-    if (s0 == s1) continue;
-    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
-      const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
-      for (int64_t i = s0; i < s1; ++i) {
-        const int64_t slot = slots_.slot_order[static_cast<size_t>(i)];
-        const int64_t xr = slots_.x_rows[static_cast<size_t>(i)];
-        if (sum_)
-          rows(e, t0, t1, x.cdata + xr * xrb, y.f32() + slot / k_used_ * N_, slot_weight_[static_cast<size_t>(i)]);
-        else
-          rows(e, t0, t1, x.cdata + xr * xrb, y.f32() + slot * N_);
-      }
+    if (s0 < s1) expert_gemv(e, s0, s1, rr, x, y);
+  }
+}
+
+void MatOp::expert_gemv(int64_t e, int64_t s0, int64_t s1, Range rr, const Tensor& x, Tensor& y) const {
+  const int64_t xrb = x.row_size();
+  for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
+    const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
+    for (int64_t i = s0; i < s1; ++i) {
+      const int64_t slot = slots_.slot_order[static_cast<size_t>(i)];
+      const int64_t xr = slots_.x_rows[static_cast<size_t>(i)];
+      if (sum_)
+        rows(e, t0, t1, x.cdata + xr * xrb, y.f32() + slot / k_used_ * N_, slot_weight_[static_cast<size_t>(i)]);
+      else
+        rows(e, t0, t1, x.cdata + xr * xrb, y.f32() + slot * N_);
     }
   }
 }

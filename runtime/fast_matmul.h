@@ -15,8 +15,17 @@
 #include "kernels/status.h"
 #include "runtime/compiled_model.h"
 #include "runtime/ref_executor_ops.h"
+#include "runtime/thread_pool.h"
 
 namespace zenmoe {
+
+// A matrix that fewer tokens than this multiply (an expert's routed slots, or the rows of a
+// short prompt) runs the GEMV kernel once per token, a tile of rows at a time so that every
+// token after the first reads the tile from L2, instead of the GEMM kernel: the GEMM streams
+// its weights from memory without software prefetch and, for a few tokens, is bound by that
+// stream (a 16-token prompt prefilled at half the speed it decodes). From 8 tokens on the
+// GEMM's reuse of each weight tile wins.
+inline constexpr int64_t kGemmMinTokens = 8;
 
 struct TileBudget {
   int64_t l2_bytes = 1 << 20;  // per core, from the machine's topology
@@ -55,6 +64,8 @@ class MatOp {
   void zero_rows(int tid, int nth, refexec::Tensor& y) const;
   void run_dense(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void run_experts(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
+  // Slots [s0, s1) of expert e over rows rr, one GEMV call per slot and tile.
+  void expert_gemv(int64_t e, int64_t s0, int64_t s1, Range rr, const refexec::Tensor& x, refexec::Tensor& y) const;
   void run_experts_gemm(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void gemm(int64_t mat, int64_t r0, int64_t r1, GemmCall c) const;
 
