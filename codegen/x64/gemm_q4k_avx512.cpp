@@ -25,6 +25,11 @@ class GemmQ4K : public GemmKQuantRows {
 
  private:
   int64_t group_stride() const { return (int64_t{S_} * PR_ * 148 + 63) / 64 * 64; }
+  // Bytes from a pair of this row block to the same pair of the next one (16 rows on). The
+  // transcode prefetches the next block's codes and scales as it reads this block's: they
+  // arrive while the tokens pass over this block. Without it a GEMM over a few tokens per
+  // expert was bound by the weight stream (prefill of 32-128 tokens 1.2-1.5x slower).
+  int64_t next_block() const { return 16 / PR_ * group_stride(); }
   void setup() override;
   void transcode() override;
   void advance() override;
@@ -95,6 +100,7 @@ void GemmQ4K::transcode_codes(int c) {
   for (int p = 0; p < 8; ++p) {
     mov(rax, scr(kTab + 8 * p));
     vmovdqu32(v[p], ptr[rax + r9 + 64 * c]);
+    prefetcht0(ptr[rax + r9 + 64 * c + next_block()]);
   }
   for (int p = 0; p < 8; ++p) {
     vpandd(l[p], v[p], mask);
@@ -114,6 +120,7 @@ void GemmQ4K::transcode_scales() {
   const Zmm zD = zmm25, zDm = zmm26;
   for (int p = 0; p < 8; ++p) {
     mov(rax, scr(kTabSc + 8 * p));
+    if (p % 2 == 0) prefetcht0(ptr[rax + r10 + next_block()]);  // two pairs' scales per line
     vpmovzxbd(l[p], ptr[rax + r10]);
     vcvtdq2ps(l[p], l[p]);
     vpmovzxbd(v[p], ptr[rax + r10 + 16]);
