@@ -122,7 +122,8 @@ Status validate(const KernelDesc& d) {
   if (is_gemm(d.op) && d.cols > kGemmMaxCols)
     return Error{name + ": GEMM kernels take K up to " + std::to_string(kGemmMaxCols) + ", not " +
                  std::to_string(d.cols)};
-  if (is_gemm(d.op) && d.prefetch != 0) return Error{name + ": GEMM kernels use no software prefetch"};
+  if (is_gemm(d.op) && d.prefetch != 0)
+    return Error{name + ": GEMM kernels take no prefetch distance (each prefetches its next row block)"};
   if (static_cast<int>(d.isa) >= isa::kIsaLevelCount) return Error{name + ": unknown ISA level"};
   if (static_cast<int>(d.tuning) >= isa::kTuningCount) return Error{name + ": unknown tuning"};
   const TypeGeometry* g = type_geometry(d.weight);

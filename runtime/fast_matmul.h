@@ -21,10 +21,10 @@ namespace zenmoe {
 
 // Matrices multiplied by fewer tokens than this (an expert's routed slots, or the rows of a
 // short prompt) run the GEMV kernel once per token, a tile of rows at a time so that every
-// token after the first reads the tile from L2. The GEMM kernel streams its weights without
-// software prefetch and, over a few tokens, is bound by that stream: a 16-token prompt
-// prefilled no faster than it decoded token by token, and runs 1.6-2.3x faster this way.
-// From 8 tokens on the GEMM's reuse of each weight tile wins (8, 12 and 16 measured alike).
+// token after the first reads the tile from L2. Over a few tokens the GEMM kernel is bound by
+// its weight stream, which the GEMV streams faster: a 16-token prompt prefilled no faster
+// than it decoded token by token, and runs 1.6-2.3x faster this way. From 8 tokens on the
+// GEMM's reuse of each weight tile wins (8, 12 and 16 measured alike).
 inline constexpr int64_t kGemmMinTokens = 8;
 
 struct TileBudget {

@@ -231,9 +231,10 @@ TEST_F(RunCli, LogitsWritesEveryPositionRepeatably) {
     ASSERT_TRUE(std::isfinite(a[i]) && std::isfinite(b[i])) << i;
     max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[i] - b[i])));
   }
-  // Prefill and decode compute the same function; prefill runs the GEMM kernels and decode the
-  // GEMV kernels, whose float summation orders differ, and an activation code rounding the
-  // other way moves a logit of this small random model by up to a few tenths.
+  // Prefill and decode compute the same function along different paths (batched attention and
+  // glue; from 8 tokens per matrix on, the GEMM kernels instead of the GEMV kernels) whose float
+  // summation orders differ, and an activation code rounding the other way moves a logit of
+  // this small random model by up to a few tenths.
   EXPECT_LT(max_diff, 0.5);
   for (size_t t = 0; t < 5; ++t) {
     const auto* pa = a.data() + t * 512, * pb = b.data() + t * 512;
