@@ -51,7 +51,11 @@ struct KernelDesc {
   // Bytes of weight stream per software-prefetched line; 0 = every line (same as 64).
   // Larger strides (a power of two up to 4096) exist for the AVX-512 row-per-lane kernels.
   uint16_t prefetch_stride = 0;
-  uint16_t reserved = 0;              // keeps the struct free of padding; must be 0
+  // Row groups the kernel streams side by side, one super-block of each in turn: 1, 2 or 4
+  // (more than 1 only for the AVX-512 Q4_K GEMV and gate+up kernels). A core
+  // reads DRAM faster from several sequential streams than from one.
+  uint8_t streams = 1;
+  uint8_t reserved = 0;               // keeps the struct free of padding; must be 0
 };
 static_assert(std::is_trivially_copyable_v<KernelDesc>);
 static_assert(std::has_unique_object_representations_v<KernelDesc>,
@@ -69,10 +73,10 @@ struct KernelDescHash {
 
 // XNNPACK-style canonical name, e.g. "gemv_q4k_q8k_f32_8r__avx512vnni_zen5".
 std::string canonical_name(const KernelDesc& d);
-// The canonical name plus the fields it leaves out (K, prefetch distance and stride, version):
-// unique per descriptor, used for dump files and logs, e.g.
+// The canonical name plus the fields it leaves out (K, prefetch distance and stride, streams,
+// version): unique per descriptor, used for dump files and logs, e.g.
 // "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf512_v1" (a stride other than every line adds
-// "_ps1024" after the distance).
+// "_ps1024" after the distance, more than one stream "_s4").
 std::string instance_name(const KernelDesc& d);
 // Short name of a format inside kernel names: "q4k", "q8k", "q80", "f16", "bf16", ...
 const char* format_short_name(GgmlType t);
@@ -85,6 +89,8 @@ Status validate(const KernelDesc& d);
 // bytes ahead of the weight stream (0 = none) and the bytes per prefetched line (0 = every line).
 int prefetch_distance(GgmlType weight, isa::Target target);
 int prefetch_stride(GgmlType weight, isa::Target target);
+// Row groups a GEMV kernel of this format and op streams side by side on `target`.
+int gemv_streams(GgmlType weight, KernelOp op, isa::Target target);
 
 // The descriptor zenmoe uses for a GEMV of this weight format and K on `target`: the
 // activation format from spec §2.12, row block and prefetch distance from the tuning.

@@ -35,7 +35,8 @@ namespace zenmoe::plan {
 // 2: Q4_K and Q6_K packed groups hold one record per super-block (kernels/pack.h).
 // 3: Q5_K and Q6_K records hold their code chunks in the order the kernels read them.
 // 4: Q8_0 and Q4_0 groups hold one record per block (codes, then the rows' d).
-inline constexpr uint32_t kPlanVersion = 4;
+// 5: kernel descriptors carry a stream count (a byte of the former reserved field).
+inline constexpr uint32_t kPlanVersion = 5;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 
 // How a tensor's matrices were packed (kernels/pack.h).

@@ -65,6 +65,19 @@ TEST_P(Q4KGemv, TuningsAndPrefetch) {
     GemvTester().format(GgmlType::Q4_K).isa(GetParam()).prefetch(pf).cols(2048).rows(10).Test();
 }
 
+// Row groups streamed side by side: a thread's groups split into equal runs, the rest (fewer
+// than the stream count) one at a time; row ranges that start and end inside groups.
+TEST_P(Q4KGemv, Streams) {
+  if (GetParam() < IsaLevel::kAvx512) GTEST_SKIP() << "one stream below AVX-512";
+  for (int ns : {1, 2, 4})
+    for (int rb : {2, 8, 16})
+      for (int64_t rows : {int64_t{3}, int64_t{5} * rb + 3, int64_t{9} * rb, int64_t{13} * rb + 1})
+        for (bool acc : {false, true})
+          GemvTester().format(GgmlType::Q4_K).isa(GetParam()).cols(rows > 64 ? 2048 : 512).rows(rows).row_block(rb)
+              .streams(ns).accumulate(acc).Test();
+  GemvTester().format(GgmlType::Q4_K).isa(GetParam()).cols(7168).rows(40).streams(4).prefetch(0).Test();
+}
+
 TEST_P(Q4KGemv, Seeds) {
   for (uint32_t s = 2; s < 6; ++s)
     GemvTester().format(GgmlType::Q4_K).isa(GetParam()).cols(512).rows(7).seed(s).Test();

@@ -44,6 +44,7 @@ class GemvTester {
   GemvTester& y_offset(int v) { y_offset_ = v; return *this; }  // floats: misaligns y
   GemvTester& prefetch(int v) { prefetch_ = v; return *this; }  // 0 also clears the stride
   GemvTester& prefetch_stride(int v) { prefetch_stride_ = v; return *this; }
+  GemvTester& streams(int v) { streams_ = v; return *this; }
   GemvTester& seed(uint32_t v) { seed_ = v; return *this; }
 
   KernelDesc desc() const {
@@ -53,6 +54,7 @@ class GemvTester {
     if (prefetch_ >= 0) d.prefetch = prefetch_;
     if (prefetch_ == 0) d.prefetch_stride = 0;
     if (prefetch_stride_ >= 0) d.prefetch_stride = static_cast<uint16_t>(prefetch_stride_);
+    if (streams_ >= 0) d.streams = static_cast<uint8_t>(streams_);
     return d;
   }
 
@@ -73,6 +75,7 @@ class GemvTester {
   int y_offset_ = 0;
   int prefetch_ = -1;
   int prefetch_stride_ = -1;
+  int streams_ = -1;
   uint32_t seed_ = 1;
 };
 

@@ -99,7 +99,7 @@ KernelDesc base_desc() {
 
 TEST(JitDesc, CanonicalName) {
   EXPECT_EQ(canonical_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5");
-  EXPECT_EQ(instance_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf4096_v1");
+  EXPECT_EQ(instance_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf4096_s4_v1");
   KernelDesc d = base_desc();
   d.op = KernelOp::kGemvAccumulate;
   d.row_block = 4;
@@ -128,6 +128,7 @@ TEST(JitDesc, EveryFieldChangesTheKey) {
   vary([](KernelDesc& d) { d.row_block = 4; });
   vary([](KernelDesc& d) { d.version = kGeneratorVersion + 1; });
   vary([](KernelDesc& d) { d.prefetch_stride = 1024; });
+  vary([](KernelDesc& d) { d.streams = 2; });
   vary([](KernelDesc& d) { d.reserved = 1; });
   // Every byte of the struct belongs to a field above (no padding is asserted in the header);
   // check the list covers them all by flipping each byte too.
@@ -195,6 +196,26 @@ TEST(JitDesc, Validation) {
   d = default_gemm_desc(GgmlType::Q8_0, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4});
   EXPECT_EQ(d.prefetch_stride, 0);
   EXPECT_TRUE(validate(d).is_ok());
+  // Streams: 1, 2 or 4; more than one only for the AVX-512 Q4_K GEMV and gate+up kernels.
+  d = base_desc();
+  EXPECT_EQ(d.streams, 4);
+  for (int ns : {1, 2}) {
+    d.streams = static_cast<uint8_t>(ns);
+    EXPECT_TRUE(validate(d).is_ok()) << ns;
+  }
+  for (int bad : {0, 3, 8}) {
+    d.streams = static_cast<uint8_t>(bad);
+    EXPECT_NE(validate(d).message().find("is not 1, 2 or 4"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx512, Tuning::kZen4},
+                              KernelOp::kGateUpSwiglu).streams, 4);
+  for (KernelDesc one : {default_gemm_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4}),
+                         default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx2, Tuning::kZen4}),
+                         default_gemv_desc(GgmlType::Q6_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4})}) {
+    EXPECT_EQ(one.streams, 1) << canonical_name(one);
+    one.streams = 2;
+    EXPECT_NE(validate(one).message().find("stream several row groups"), std::string::npos) << canonical_name(one);
+  }
 }
 
 TEST(JitRegistry, GeneratesOncePerKeyAcrossThreads) {

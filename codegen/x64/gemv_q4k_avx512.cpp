@@ -13,6 +13,10 @@
 //     with d_x * d_y and dmin_x * d_y.
 // High nibbles are masked with 0xF0 instead of shifted (16x the code) and the product is
 // shifted back once per super-block: exact, and one instruction less per chunk.
+// With desc.streams = 2 or 4 the kernel walks that many row groups side by side, a
+// super-block of each in turn, sharing the widened activations: one core reads DRAM faster
+// from several sequential streams than from one. Each group sums in the same order either
+// way, so every stream count gives the same bits.
 #include <memory>
 
 #include "codegen/x64/generators.h"
@@ -49,12 +53,13 @@ class GemvQ4KAvx512 : public JitKernelBase {
   explicit GemvQ4KAvx512(const KernelDesc& d)
       : JitKernelBase(64 * 1024), d_(d), R_(d.row_block), P_(d.row_block / 2), S_(d.cols / 256),
         vnni_(d.isa >= isa::IsaLevel::kAvx512Vnni), acc_(d.op == KernelOp::kGemvAccumulate),
-        fused_(d.op == KernelOp::kGateUpSwiglu) {}
+        fused_(d.op == KernelOp::kGateUpSwiglu), ns_(d.streams) {}
   void generate();
 
  private:
   // Registers, named once. rdi holds the call record throughout.
-  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPc = r13, rPs = r14, rPd = r15;
+  // rPc: stream 0's record; stream s > 0 reads at rPc + s * rD (rPc2 = rPc + 2 * rD).
+  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPc = r13, rD = r14, rPc2 = r15;
   const Reg64 rPx = r8, rPw = r9, rCnt = r10, rW = rsi;
   const Zmm zW[8] = {zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7};
   const Zmm zBS = zmm8, zDY = zmm9, zM0F = zmm10, zMF0 = zmm11;
@@ -68,20 +73,28 @@ class GemvQ4KAvx512 : public JitKernelBase {
   void generate_gemv();
   void generate_gate_up();
   void constants();
-  void group_body();
+  void frame_layout(int64_t base);
+  void group_body(int ns);
   void prep_activations();
-  void superblock();
-  void pair(int p);
+  void superblock(int ns);
+  void pair(int s, int p);
   void dot(const Zmm& acc, const Zmm& u, const Zmm& s);
-  void reduce_pair(int p, const Reg64& base, int64_t offset);
-  void reduce_four_pairs();
+  void reduce_stream(int s, const Reg64& base, int64_t offset);
+  void reduce_pair(int a, const Reg64& base, int64_t offset);
+  void reduce_four_pairs(int a0);
+  Address rec(int s, int64_t off) const;
+  int64_t group_stride() const { return (int64_t{S_} * R_ * 148 + 63) / 64 * 64; }
+  bool acc_in_regs() const { return ns_ * P_ <= 8; }
 
   KernelDesc d_;
   int R_, P_, S_;
   bool vnni_, acc_, fused_;
-  // Row block 8: a super-block's d and dmin of all rows, times d_x, as 16 floats at
-  // rsp + dsc_ (64-byte aligned); each pair broadcasts its two rows' values from there.
-  int64_t dsc_ = -1;
+  int ns_;
+  // Streams (desc.streams): ns_ row groups side by side share each super-block's
+  // activations. Their accumulators stay in registers up to 8 of them, else on the stack at
+  // rsp + acc_mem_. Row block 8: a super-block's d and dmin of stream s's rows, times d_x, as
+  // 16 floats at rsp + dsc_ + 64 s; each pair broadcasts its two rows' values from there.
+  int64_t dsc_ = -1, acc_mem_ = 0, slot_ = 0;
 };
 
 void GemvQ4KAvx512::generate() {
@@ -110,29 +123,63 @@ void GemvQ4KAvx512::constants() {
   }
 }
 
+// The frame: scratch (activations), then 64 bytes of row sums, then the per-stream d/dmin
+// floats (dsc_), the memory accumulators (acc_mem_) and two qwords (slot_).
+void GemvQ4KAvx512::frame_layout(int64_t base) {
+  dsc_ = R_ == 8 ? base : -1;
+  acc_mem_ = base + 64 * ns_;
+  slot_ = acc_mem_ + (acc_in_regs() ? 0 : 64 * ns_ * P_);
+}
+
 void GemvQ4KAvx512::generate_gemv() {
-  if (R_ == 8) dsc_ = scratch_bytes() + 64;
-  enter_frame(scratch_bytes() + 128);
-  Label groups, done;
+  frame_layout(scratch_bytes() + 64);
+  enter_frame(slot_ + 64);
+  Label single, single_loop, done;
   mov(rax, qword[rArgs + kArgR0]);
   cmp(rax, qword[rArgs + kArgR1]);
   jge(done, T_NEAR);
   prep_activations();
   group_bounds(rArgs, R_, rGroup, rGroupEnd);
   constants();
-  L(groups);
-  group_body();
-  // The R row sums as lanes 0..R-1, stored under a row mask (no per-row loop).
-  if (P_ == 4) {
-    reduce_four_pairs();
-  } else {
-    for (int p = 0; p < P_; ++p) reduce_pair(p, rsp, scratch_bytes());
-    vmovups(zV, ptr[rsp + scratch_bytes()]);
+  if (ns_ > 1) {
+    // The thread's groups split into ns_ equal runs streamed side by side; the rest (fewer
+    // than ns_) one at a time.
+    Label multi;
+    mov(rax, rGroupEnd);
+    sub(rax, rGroup);
+    shr(rax, ns_ == 2 ? 1 : 2);
+    mov(qword[rsp + slot_], rax);
+    test(rax, rax);
+    jz(single, T_NEAR);
+    imul(rD, rax, static_cast<int>(group_stride()));
+    add(rax, rGroup);
+    mov(qword[rsp + slot_ + 8], rax);
+    L(multi);
+    group_body(ns_);
+    for (int s = 0; s < ns_; ++s) {
+      mov(rPx, qword[rsp + slot_]);
+      imul(rPx, rPx, s);
+      add(rPx, rGroup);
+      reduce_stream(s, rsp, scratch_bytes());
+      store_lanes(rArgs, rPx, R_, zV, zT, acc_);
+    }
+    inc(rGroup);
+    cmp(rGroup, qword[rsp + slot_ + 8]);
+    jb(multi, T_NEAR);
+    mov(rax, qword[rsp + slot_]);
+    imul(rax, rax, ns_ - 1);
+    add(rGroup, rax);
   }
+  L(single);
+  cmp(rGroup, rGroupEnd);
+  jae(done, T_NEAR);
+  L(single_loop);
+  group_body(1);
+  reduce_stream(0, rsp, scratch_bytes());
   store_lanes(rArgs, rGroup, R_, zV, zT, acc_);
   inc(rGroup);
   cmp(rGroup, rGroupEnd);
-  jb(groups, T_NEAR);
+  jb(single_loop, T_NEAR);
   L(done);
   leave_frame();
 }
@@ -141,77 +188,103 @@ void GemvQ4KAvx512::generate_gemv() {
 // then the epilogue writes one Q8_K block of silu(gate) * up.
 void GemvQ4KAvx512::generate_gate_up() {
   const int gpb = 512 / R_;                        // row groups per Q8_K block of outputs
+  const int run = gpb / ns_;                       // groups per stream in a block
   const int64_t hbuf = scratch_bytes();            // 512 floats: gate/up interleaved
-  const int64_t slot = hbuf + 2048;                // call record, block, block end
-  if (R_ == 8) dsc_ = slot + 64;
-  enter_frame(slot + 128);
+  const int64_t blk = hbuf + 2048;                 // call record, block, block end
+  frame_layout(blk + 64);
+  enter_frame(slot_ + 64);
   Label blocks, groups, done;
   mov(rax, qword[rArgs + kArgR0]);
   cmp(rax, qword[rArgs + kArgR1]);
   jge(done, T_NEAR);
   prep_activations();
-  mov(qword[rsp + slot], rArgs);
+  mov(qword[rsp + blk], rArgs);
   mov(rax, qword[rArgs + kArgR0]);
   shr(rax, 8);
-  mov(qword[rsp + slot + 8], rax);
+  mov(qword[rsp + blk + 8], rax);
   mov(rax, qword[rArgs + kArgR1]);
   shr(rax, 8);
-  mov(qword[rsp + slot + 16], rax);
+  mov(qword[rsp + blk + 16], rax);
+  if (ns_ > 1) mov(rD, run * group_stride());
   L(blocks);
   constants();
-  mov(rGroup, qword[rsp + slot + 8]);
+  mov(rGroup, qword[rsp + blk + 8]);
   imul(rGroup, rGroup, gpb);
-  lea(rGroupEnd, ptr[rGroup + gpb]);
+  lea(rGroupEnd, ptr[rGroup + run]);
   L(groups);
-  group_body();
-  mov(rax, rGroup);
-  and_(rax, gpb - 1);
-  imul(rax, rax, R_ * 4);
-  lea(rax, ptr[rsp + rax + hbuf]);
-  // The same reduction as the plain GEMV, so fused and unfused outputs agree bit for bit.
-  if (P_ == 4) {
-    reduce_four_pairs();
-    vmovups(ptr[rax], Ymm(zV.getIdx()));
-  } else {
-    for (int p = 0; p < P_; ++p) reduce_pair(p, rax, 0);
+  group_body(ns_);
+  for (int s = 0; s < ns_; ++s) {
+    mov(rax, rGroup);
+    and_(rax, gpb - 1);
+    imul(rax, rax, R_ * 4);
+    lea(rax, ptr[rsp + rax + hbuf + s * run * R_ * 4]);
+    // The same reduction as the plain GEMV, so fused and unfused outputs agree bit for bit.
+    reduce_stream(s, rax, 0);
   }
   inc(rGroup);
   cmp(rGroup, rGroupEnd);
   jb(groups, T_NEAR);
   // Epilogue over H into q8_out + block * sizeof(BlockQ8_K), generated inline.
-  mov(rW, qword[rsp + slot + 8]);
+  mov(rW, qword[rsp + blk + 8]);
   imul(rW, rW, kQ8KBytes);
   add(rW, qword[rArgs + kArgQ8Out]);
   lea(rPw, ptr[rsp + hbuf]);
   emit_swiglu_quantize_q8k(*this, rPw, rW);
-  mov(rax, qword[rsp + slot + 8]);
+  mov(rax, qword[rsp + blk + 8]);
   inc(rax);
-  mov(qword[rsp + slot + 8], rax);
-  cmp(rax, qword[rsp + slot + 16]);
+  mov(qword[rsp + blk + 8], rax);
+  cmp(rax, qword[rsp + blk + 16]);
   jb(blocks, T_NEAR);
   L(done);
   leave_frame();
 }
 
-// One row group: pointers, zeroed accumulators, the super-block loop.
-void GemvQ4KAvx512::group_body() {
-  const int64_t stride = d_.cols / 256 * int64_t{R_} * 148;
-  const int64_t group_stride = (stride + 63) / 64 * 64;
+// Stream s's row sums. Row block 8: folded into lanes 0..7 of zV, and stored to base + offset
+// unless base is rsp. Other row blocks: stored pair by pair to base + offset, then (base rsp)
+// loaded into zV.
+void GemvQ4KAvx512::reduce_stream(int s, const Reg64& base, int64_t offset) {
+  if (!acc_in_regs())
+    for (int p = 0; p < P_; ++p) vmovaps(zAcc[p], ptr[rsp + acc_mem_ + 64 * (s * P_ + p)]);
+  const int a0 = acc_in_regs() ? s * P_ : 0;
+  if (P_ == 4) {
+    reduce_four_pairs(a0);
+    if (base != rsp) vmovups(ptr[base + offset], Ymm(zV.getIdx()));
+  } else {
+    for (int p = 0; p < P_; ++p) reduce_pair(a0 + p, base, offset + 8 * p);
+    if (base == rsp) vmovups(zV, ptr[rsp + offset]);
+  }
+}
+
+Address GemvQ4KAvx512::rec(int s, int64_t off) const {
+  switch (s) {
+    case 0: return ptr[rPc + off];
+    case 1: return ptr[rPc + rD + off];
+    case 2: return ptr[rPc2 + off];
+    default: return ptr[rPc2 + rD + off];
+  }
+}
+
+// ns row groups (rGroup + s * rD / group_stride) side by side: pointers, zeroed
+// accumulators, the super-block loop.
+void GemvQ4KAvx512::group_body(int ns) {
   mov(rPc, rGroup);
-  imul(rPc, rPc, static_cast<int>(group_stride));
+  imul(rPc, rPc, static_cast<int>(group_stride()));
   add(rPc, rW);
-  lea(rPs, ptr[rPc + R_ * 128]);  // super-block records: codes, scales, d
-  lea(rPd, ptr[rPc + R_ * 144]);
+  if (ns > 2) lea(rPc2, ptr[rPc + rD * 2]);
   lea(rPx, ptr[rsp + d_offset()]);
   mov(rPw, rsp);
-  for (int p = 0; p < P_; ++p) vpxord(zAcc[p], zAcc[p], zAcc[p]);
+  if (acc_in_regs()) {
+    for (int a = 0; a < ns * P_; ++a) vpxord(zAcc[a], zAcc[a], zAcc[a]);
+  } else {
+    vpxord(zT, zT, zT);
+    for (int a = 0; a < ns * P_; ++a) vmovaps(ptr[rsp + acc_mem_ + 64 * a], zT);
+  }
   Label sb;
   mov(rCnt, S_);
   L(sb);
-  superblock();
+  superblock(ns);
   add(rPc, R_ * 148);
-  add(rPs, R_ * 148);
-  add(rPd, R_ * 148);
+  if (ns > 2) add(rPc2, R_ * 148);
   add(rPx, 4);
   add(rPw, kScratchPerSb);
   dec(rCnt);
@@ -225,7 +298,7 @@ void GemvQ4KAvx512::prep_activations() {
   kmovw(k1, eax);
   mov(rPx, qword[rArgs + kArgX]);
   mov(rPw, rsp);
-  lea(rPd, ptr[rsp + d_offset()]);
+  lea(rdx, ptr[rsp + d_offset()]);
   mov(rax, reinterpret_cast<uintptr_t>(&kPrepIndex.idx[0][0]));
   mov(rCnt, S_);
   Label loop;
@@ -245,15 +318,15 @@ void GemvQ4KAvx512::prep_activations() {
   vpaddd(zT0, zT0, zT1);
   vmovdqa32(ptr[rPw + kScratchBsums], zT0);
   mov(r11d, dword[rPx]);
-  mov(dword[rPd], r11d);
+  mov(dword[rdx], r11d);
   add(rPx, kQ8KBytes);
   add(rPw, kScratchPerSb);
-  add(rPd, 4);
+  add(rdx, 4);
   dec(rCnt);
   jnz(loop, T_NEAR);
 }
 
-void GemvQ4KAvx512::superblock() {
+void GemvQ4KAvx512::superblock(int ns) {
   for (int j = 0; j < 8; ++j) {
     vmovdqa32(Ymm(zW[j].getIdx()), ptr[rPw + 32 * j]);
     vpermd(zW[j], zWiden, zW[j]);
@@ -261,16 +334,21 @@ void GemvQ4KAvx512::superblock() {
   vmovdqa32(zBS, ptr[rPw + kScratchBsums]);
   vbroadcastss(zDY, ptr[rPx]);
   if (dsc_ >= 0) {
-    vcvtph2ps(zDd, ptr[rPd]);  // d of rows 0..7, then dmin of rows 0..7
-    vmulps(zDd, zDd, zDY);
-    vmovaps(ptr[rsp + dsc_], zDd);
+    for (int s = 0; s < ns; ++s) {
+      vcvtph2ps(zDd, rec(s, R_ * 144));  // d of rows 0..7, then dmin of rows 0..7
+      vmulps(zDd, zDd, zDY);
+      vmovaps(ptr[rsp + dsc_ + 64 * s], zDd);
+    }
   }
-  // One sequential stream (super-block records): the record's lines a fixed distance ahead,
-  // a share before each row pair (a share per chunk measured the same).
-  for (int p = 0; p < P_; ++p) {
-    prefetch_share(rPc, d_.prefetch, (R_ * 148 + 63) / 64, p, P_);
-    pair(p);
-  }
+  // One sequential stream per group (super-block records): the record's lines a fixed
+  // distance ahead, a share before each row pair (a share per chunk measured the same).
+  const int lines = (R_ * 148 + 63) / 64;
+  for (int s = 0; s < ns; ++s)
+    for (int p = 0; p < P_; ++p) {
+      if (d_.prefetch != 0)
+        for (int i = p * lines / P_; i < (p + 1) * lines / P_; ++i) prefetcht0(rec(s, d_.prefetch + 64 * i));
+      pair(s, p);
+    }
 }
 
 void GemvQ4KAvx512::dot(const Zmm& acc, const Zmm& u, const Zmm& s) {
@@ -283,11 +361,11 @@ void GemvQ4KAvx512::dot(const Zmm& acc, const Zmm& u, const Zmm& s) {
   }
 }
 
-void GemvQ4KAvx512::pair(int p) {
+void GemvQ4KAvx512::pair(int s, int p) {
   vpxord(zIlo, zIlo, zIlo);
   if (vnni_) vpxord(zIhi, zIhi, zIhi);
   for (int c = 0; c < 4; ++c) {
-    vmovdqu32(zV, ptr[rPc + p * 256 + 64 * c]);
+    vmovdqu32(zV, rec(s, p * 256 + 64 * c));
     vpandd(zLo, zV, zM0F);
     dot(zIlo, zLo, zW[c]);
     if (vnni_) {
@@ -304,49 +382,58 @@ void GemvQ4KAvx512::pair(int p) {
     vpsrad(zIhi, zIhi, 4);
     vpaddd(zIlo, zIlo, zIhi);
   }
-  vpmovzxbd(zS, ptr[rPs + 32 * p]);
+  vpmovzxbd(zS, rec(s, R_ * 128 + 32 * p));
   vpmulld(zIlo, zIlo, zS);
-  vpmovzxbd(zM, ptr[rPs + 32 * p + 16]);
+  vpmovzxbd(zM, rec(s, R_ * 128 + 32 * p + 16));
   vpmulld(zM, zM, zBS);
   if (dsc_ >= 0) {
-    vbroadcastsd(zDd, ptr[rsp + dsc_ + 8 * p]);
-    vbroadcastsd(zDm, ptr[rsp + dsc_ + 32 + 8 * p]);
+    vbroadcastsd(zDd, ptr[rsp + dsc_ + 64 * s + 8 * p]);
+    vbroadcastsd(zDm, ptr[rsp + dsc_ + 64 * s + 32 + 8 * p]);
   } else {
-    vpbroadcastd(Ymm(zDd.getIdx()), ptr[rPd + 4 * p]);
+    vpbroadcastd(Ymm(zDd.getIdx()), rec(s, R_ * 144 + 4 * p));
     vcvtph2ps(zDd, Ymm(zDd.getIdx()));
     vmulps(zDd, zDd, zDY);
-    vpbroadcastd(Ymm(zDm.getIdx()), ptr[rPd + 2 * R_ + 4 * p]);
+    vpbroadcastd(Ymm(zDm.getIdx()), rec(s, R_ * 144 + 2 * R_ + 4 * p));
     vcvtph2ps(zDm, Ymm(zDm.getIdx()));
     vmulps(zDm, zDm, zDY);
   }
   vcvtdq2ps(zIlo, zIlo);
-  vfmadd231ps(zAcc[p], zIlo, zDd);
   vcvtdq2ps(zM, zM);
-  vfnmadd231ps(zAcc[p], zM, zDm);
+  if (acc_in_regs()) {
+    vfmadd231ps(zAcc[s * P_ + p], zIlo, zDd);
+    vfnmadd231ps(zAcc[s * P_ + p], zM, zDm);
+  } else {
+    const Address a = ptr[rsp + acc_mem_ + 64 * (s * P_ + p)];
+    vmovaps(zT, a);
+    vfmadd231ps(zT, zIlo, zDd);
+    vfnmadd231ps(zT, zM, zDm);
+    vmovaps(a, zT);
+  }
 }
 
-void GemvQ4KAvx512::reduce_pair(int p, const Reg64& base, int64_t offset) {
+void GemvQ4KAvx512::reduce_pair(int a, const Reg64& base, int64_t offset) {
   // Even lanes are row 2p, odd lanes row 2p+1: fold to lanes 0 and 1.
-  const Zmm& a = zAcc[p];
-  vpermilps(zT, a, 0x4E);
-  vaddps(a, a, zT);
-  vshuff32x4(zT, a, a, 0x4E);
-  vaddps(a, a, zT);
-  vshuff32x4(zT, a, a, 0xB1);
-  vaddps(a, a, zT);
-  vmovlps(ptr[base + offset + 8 * p], Xmm(a.getIdx()));
+  const Zmm& acc = zAcc[a];
+  vpermilps(zT, acc, 0x4E);
+  vaddps(acc, acc, zT);
+  vshuff32x4(zT, acc, acc, 0x4E);
+  vaddps(acc, acc, zT);
+  vshuff32x4(zT, acc, acc, 0xB1);
+  vaddps(acc, acc, zT);
+  vmovlps(ptr[base + offset], Xmm(acc.getIdx()));
 }
 
-// Row block 8: the four pair accumulators (lane 2s + h: row 2p + h, sub-block s) folded
-// together into the eight row sums in lanes 0..7 of zV, without a trip through memory.
-void GemvQ4KAvx512::reduce_four_pairs() {
+// Row block 8: the four pair accumulators zAcc[a0 .. a0+3] (lane 2s + h: row 2p + h,
+// sub-block s) folded together into the eight row sums in lanes 0..7 of zV, without a trip
+// through memory.
+void GemvQ4KAvx512::reduce_four_pairs(int a0) {
   // Sum each accumulator's 128-bit quarters: quarter p of zV holds pair p's (even, odd,
   // even, odd) partial sums.
-  vshuff32x4(zLo, zAcc[0], zAcc[1], 0x44);
-  vshuff32x4(zHi, zAcc[0], zAcc[1], 0xEE);
+  vshuff32x4(zLo, zAcc[a0], zAcc[a0 + 1], 0x44);
+  vshuff32x4(zHi, zAcc[a0], zAcc[a0 + 1], 0xEE);
   vaddps(zLo, zLo, zHi);
-  vshuff32x4(zIlo, zAcc[2], zAcc[3], 0x44);
-  vshuff32x4(zIhi, zAcc[2], zAcc[3], 0xEE);
+  vshuff32x4(zIlo, zAcc[a0 + 2], zAcc[a0 + 3], 0x44);
+  vshuff32x4(zIhi, zAcc[a0 + 2], zAcc[a0 + 3], 0xEE);
   vaddps(zIlo, zIlo, zIhi);
   vshuff32x4(zHi, zLo, zIlo, 0x88);
   vshuff32x4(zIhi, zLo, zIlo, 0xDD);
