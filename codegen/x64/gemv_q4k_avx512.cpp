@@ -134,52 +134,19 @@ void GemvQ4KAvx512::frame_layout(int64_t base) {
 void GemvQ4KAvx512::generate_gemv() {
   frame_layout(scratch_bytes() + 64);
   enter_frame(slot_ + 64);
-  Label single, single_loop, done;
+  Label done;
   mov(rax, qword[rArgs + kArgR0]);
   cmp(rax, qword[rArgs + kArgR1]);
   jge(done, T_NEAR);
   prep_activations();
   group_bounds(rArgs, R_, rGroup, rGroupEnd);
   constants();
-  if (ns_ > 1) {
-    // The thread's groups split into ns_ equal runs streamed side by side; the rest (fewer
-    // than ns_) one at a time.
-    Label multi;
-    mov(rax, rGroupEnd);
-    sub(rax, rGroup);
-    shr(rax, ns_ == 2 ? 1 : 2);
-    mov(qword[rsp + slot_], rax);
-    test(rax, rax);
-    jz(single, T_NEAR);
-    imul(rD, rax, static_cast<int>(group_stride()));
-    add(rax, rGroup);
-    mov(qword[rsp + slot_ + 8], rax);
-    L(multi);
-    group_body(ns_);
-    for (int s = 0; s < ns_; ++s) {
-      mov(rPx, qword[rsp + slot_]);
-      imul(rPx, rPx, s);
-      add(rPx, rGroup);
-      reduce_stream(s, rsp, scratch_bytes());
-      store_lanes(rArgs, rPx, R_, zV, zT, acc_);
-    }
-    inc(rGroup);
-    cmp(rGroup, qword[rsp + slot_ + 8]);
-    jb(multi, T_NEAR);
-    mov(rax, qword[rsp + slot_]);
-    imul(rax, rax, ns_ - 1);
-    add(rGroup, rax);
-  }
-  L(single);
-  cmp(rGroup, rGroupEnd);
-  jae(done, T_NEAR);
-  L(single_loop);
-  group_body(1);
-  reduce_stream(0, rsp, scratch_bytes());
-  store_lanes(rArgs, rGroup, R_, zV, zT, acc_);
-  inc(rGroup);
-  cmp(rGroup, rGroupEnd);
-  jb(single_loop, T_NEAR);
+  stream_groups(
+      ns_, group_stride(), rGroup, rGroupEnd, rD, rPx, slot_, [&](int ns) { group_body(ns); },
+      [&](int s, const Reg64& g) {
+        reduce_stream(s, rsp, scratch_bytes());
+        store_lanes(rArgs, g, R_, zV, zT, acc_);
+      });
   L(done);
   leave_frame();
 }

@@ -55,6 +55,50 @@ void JitKernelBase::group_bounds(const Reg64& args, int row_block, const Reg64& 
   mov(group_end, rax);
 }
 
+void JitKernelBase::stream_groups(int streams, int64_t group_stride, const Reg64& group,
+                                  const Reg64& group_end, const Reg64& delta, const Reg64& g, int64_t slot,
+                                  const std::function<void(int)>& body,
+                                  const std::function<void(int, const Reg64&)>& finish) {
+  Label single, single_loop, done;
+  if (streams > 1) {
+    Label multi;
+    mov(rax, group_end);
+    sub(rax, group);
+    shr(rax, streams == 2 ? 1 : 2);
+    mov(qword[rsp + slot], rax);  // run length
+    test(rax, rax);
+    jz(single, T_NEAR);
+    imul(delta, rax, static_cast<int>(group_stride));
+    add(rax, group);
+    mov(qword[rsp + slot + 8], rax);  // end of the first run
+    L(multi);
+    body(streams);
+    for (int s = 0; s < streams; ++s) {
+      mov(g, qword[rsp + slot]);
+      imul(g, g, s);
+      add(g, group);
+      finish(s, g);
+    }
+    inc(group);
+    cmp(group, qword[rsp + slot + 8]);
+    jb(multi, T_NEAR);
+    mov(rax, qword[rsp + slot]);
+    imul(rax, rax, streams - 1);
+    add(group, rax);
+  }
+  L(single);
+  cmp(group, group_end);
+  jae(done, T_NEAR);
+  L(single_loop);
+  body(1);
+  mov(g, group);
+  finish(0, g);
+  inc(group);
+  cmp(group, group_end);
+  jb(single_loop, T_NEAR);
+  L(done);
+}
+
 void JitKernelBase::write_rows(const Reg64& args, const Reg64& group, int row_block,
                                const Address& tmp_base, bool accumulate) {
   Label loop, done;

@@ -5,6 +5,7 @@
 #include <xbyak/xbyak.h>
 
 #include <cstdint>
+#include <functional>
 
 #include "codegen/kernel.h"
 #include "kernels/status.h"
@@ -53,6 +54,17 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
     if (distance == 0) return;
     for (int i = t * lines / steps; i < (t + 1) * lines / steps; ++i) prefetcht0(ptr[base + distance + 64 * i]);
   }
+  // The thread's row groups [group, group_end) streamed `streams` at a time (1, 2 or 4): the
+  // groups split into that many equal runs walked side by side, then the rest (fewer than
+  // `streams`) one at a time. `body(ns)` emits the work on ns groups side by side: group
+  // `group` and, for ns > 1, the groups `delta` bytes of packed weights apart (delta is set
+  // here to the run length times `group_stride`). `finish(s, g)` emits the write-back of
+  // side s, whose group index is in register g. Uses two qwords at rsp + slot; clobbers rax
+  // and `g`. A run is at least one group, so short ranges take the one-at-a-time loop only.
+  void stream_groups(int streams, int64_t group_stride, const Xbyak::Reg64& group,
+                     const Xbyak::Reg64& group_end, const Xbyak::Reg64& delta, const Xbyak::Reg64& g,
+                     int64_t slot, const std::function<void(int)>& body,
+                     const std::function<void(int, const Xbyak::Reg64&)>& finish);
   void store_lanes16(const Xbyak::Reg64& args, const Xbyak::Reg64& group, const Xbyak::Zmm& acc,
                      const Xbyak::Zmm& tmp, bool accumulate) {
     store_lanes(args, group, 16, acc, tmp, accumulate);
