@@ -147,6 +147,25 @@ TEST_P(Rows16Gemv, PrefetchStrides) {
         GemvTester().format(f).isa(level).cols(k).rows(k >= 7168 ? 3 : 19).prefetch(pf).prefetch_stride(stride).Test();
 }
 
+// Where the kernel walks several groups side by side, every stream count gives correct rows
+// over thread ranges with and without a remainder; elsewhere more than one is refused.
+TEST_P(Rows16Gemv, Streams) {
+  const auto [f, level] = GetParam();
+  const KernelDesc probe = GemvTester().format(f).isa(level).cols(256).streams(2).desc();
+  if (!((f == GgmlType::Q8_0 || f == GgmlType::Q4_0) && level >= IsaLevel::kAvx512Vnni)) {
+    EXPECT_NE(validate(probe).message().find("side by side"), std::string::npos) << validate(probe).message();
+    return;
+  }
+  ASSERT_TRUE(validate(probe).is_ok()) << validate(probe).message();
+  for (int ns : {1, 2, 4})
+    for (int64_t rows : {int64_t{5}, int64_t{16 * 5 + 3}, int64_t{16 * 9}, int64_t{16 * 13 + 1}})
+      for (bool acc : {false, true})
+        GemvTester().format(f).isa(level).cols(rows > 100 ? 2048 : 512).rows(rows).streams(ns).accumulate(acc).Test();
+  // Every line prefetched (stride 64) and no prefetch: the other two prefetch paths.
+  GemvTester().format(f).isa(level).cols(7168).rows(70).streams(4).prefetch(4096).prefetch_stride(64).Test();
+  GemvTester().format(f).isa(level).cols(7168).rows(70).streams(4).prefetch(0).Test();
+}
+
 std::vector<FormatLevel> rows16_variants() {
   std::vector<FormatLevel> out;
   for (GgmlType f : {GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F32, GgmlType::F16, GgmlType::BF16})

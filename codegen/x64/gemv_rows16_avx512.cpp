@@ -10,6 +10,8 @@
 // Software prefetch: `prefetch` bytes ahead, one line per `prefetch_stride` bytes of the weight
 // stream (every line when 0); the loop is unrolled to one stride, so the stride costs one
 // prefetch instruction per iteration and leaves the summation order as it was.
+// Q8_0 / Q4_0 with desc.streams = 2 or 4: that many groups side by side, a block of each in
+// turn (JitKernelBase::stream_groups), each with its own prefetches.
 #include <algorithm>
 #include <memory>
 
@@ -28,11 +30,13 @@ constexpr int kRows = 16, kUnroll = 4;
 class GemvRows16 : public JitKernelBase {
  public:
   explicit GemvRows16(const KernelDesc& d)
-      : JitKernelBase(64 * 1024), d_(d), fmt_(d.weight), acc_(d.op == KernelOp::kGemvAccumulate) {}
+      : JitKernelBase(64 * 1024), d_(d), fmt_(d.weight), acc_(d.op == KernelOp::kGemvAccumulate), ns_(d.streams) {}
   void generate();
 
  private:
-  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPc = r13, rPx = r15;
+  // Quantised formats with desc.streams > 1: group t of the side-by-side streams starts at
+  // rPc + t * rD (rPc2 = rPc + 2 * rD), its sum in zAcc[t].
+  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPc = r13, rPx = r15, rD = r14, rPc2 = r9;
   const Reg64 rScr = r8, rCnt = r10, rW = rsi;
   const Zmm zAcc[kUnroll] = {zmm0, zmm1, zmm2, zmm3};
   const Zmm zV = zmm4, zLo = zmm5, zHi = zmm6, zI = zmm7, zI2 = zmm8, zD = zmm9, zT = zmm10;
@@ -47,16 +51,19 @@ class GemvRows16 : public JitKernelBase {
   int64_t group_stride() const;
   void prep_quant();
   void prep_plain();
-  void quant_block();
-  void quant_loop();
+  void quant_block(int t);
+  void quant_step(int ns);
+  void quant_loop(int ns);
+  Address rec(int t, int64_t off) const;
   int stride() const { return d_.prefetch == 0 ? 0 : std::max<int>(64, d_.prefetch_stride); }
   void plain_step(int u, int k_off);
   void plain_loop();
-  void store_group();
+  void store_group(const Reg64& g);
 
   KernelDesc d_;
   GgmlType fmt_;
   bool acc_;
+  int ns_;
 };
 
 int64_t GemvRows16::scratch_bytes() const {
@@ -71,8 +78,9 @@ int64_t GemvRows16::group_stride() const {
 }
 
 void GemvRows16::generate() {
-  enter_frame(scratch_bytes() + 64);
-  Label groups, done;
+  const int64_t slot = scratch_bytes();
+  enter_frame(slot + 64);
+  Label done;
   mov(rax, qword[rArgs + kArgR0]);
   cmp(rax, qword[rArgs + kArgR1]);
   jge(done, T_NEAR);
@@ -83,24 +91,39 @@ void GemvRows16::generate() {
   vpbroadcastd(zM0F, eax);
   mov(eax, 0xF0F0F0F0);
   vpbroadcastd(zMF0, eax);
-  L(groups);
-  mov(rPc, rGroup);
-  imul(rPc, rPc, static_cast<int>(group_stride()));
-  add(rPc, rW);
-  mov(rPx, qword[rArgs + kArgX]);
-  mov(rScr, rsp);
-  for (const Zmm& a : zAcc) vpxord(a, a, a);
-  if (quant()) {
-    quant_loop();
-  } else {
-    plain_loop();
-  }
-  store_group();
-  inc(rGroup);
-  cmp(rGroup, rGroupEnd);
-  jb(groups, T_NEAR);
+  auto body = [&](int ns) {
+    mov(rPc, rGroup);
+    imul(rPc, rPc, static_cast<int>(group_stride()));
+    add(rPc, rW);
+    if (ns > 2) lea(rPc2, ptr[rPc + rD * 2]);
+    mov(rPx, qword[rArgs + kArgX]);
+    mov(rScr, rsp);
+    for (const Zmm& a : zAcc) vpxord(a, a, a);
+    if (quant()) {
+      quant_loop(ns);
+    } else {
+      plain_loop();
+    }
+  };
+  stream_groups(quant() ? ns_ : 1, group_stride(), rGroup, rGroupEnd, rD, rdx, slot, body,
+                [&](int t, const Reg64& g) {
+                  if (quant()) {
+                    store_lanes16(rArgs, g, zAcc[t], zT, acc_);
+                  } else {
+                    store_group(g);
+                  }
+                });
   L(done);
   leave_frame();
+}
+
+Address GemvRows16::rec(int t, int64_t off) const {
+  switch (t) {
+    case 0: return ptr[rPc + off];
+    case 1: return ptr[rPc + rD + off];
+    case 2: return ptr[rPc2 + off];
+    default: return ptr[rPc2 + rD + off];
+  }
 }
 
 // Per Q8_0 activation block: bias * sum(q) as int32 and d as f32 (8 bytes of scratch).
@@ -137,7 +160,7 @@ void GemvRows16::prep_plain() {
   }
 }
 
-void GemvRows16::quant_block() {
+void GemvRows16::quant_block(int t) {
   vpxord(zI, zI, zI);
   vpxord(zI2, zI2, zI2);
   // Every line prefetched (stride 64): the record's lines spread over its chunks.
@@ -145,15 +168,17 @@ void GemvRows16::quant_block() {
   const int lines = (record_bytes() + 63) / 64;
   if (fmt_ == GgmlType::Q8_0) {
     for (int c = 0; c < 8; ++c) {
-      prefetch_share(rPc, every, lines, c, 8);
-      vmovdqu32(zV, ptr[rPc + 64 * c]);
+      if (every != 0)
+        for (int i = c * lines / 8; i < (c + 1) * lines / 8; ++i) prefetcht0(rec(t, every + 64 * i));
+      vmovdqu32(zV, rec(t, 64 * c));
       vpdpbusd(c % 2 ? zI2 : zI, zV, ptr_b[rPx + 2 + 4 * c]);
     }
   } else {
     // High nibbles masked in place (16x the code), shifted back once per block.
     for (int c = 0; c < 4; ++c) {
-      prefetch_share(rPc, every, lines, c, 4);
-      vmovdqu32(zV, ptr[rPc + 64 * c]);
+      if (every != 0)
+        for (int i = c * lines / 4; i < (c + 1) * lines / 4; ++i) prefetcht0(rec(t, every + 64 * i));
+      vmovdqu32(zV, rec(t, 64 * c));
       vpandd(zLo, zV, zM0F);
       vpdpbusd(zI, zLo, ptr_b[rPx + 2 + 4 * c]);
       vpandd(zHi, zV, zMF0);
@@ -164,10 +189,16 @@ void GemvRows16::quant_block() {
   vpaddd(zI, zI, zI2);
   vpsubd(zI, zI, ptr_b[rScr]);
   vcvtdq2ps(zI, zI);
-  vcvtph2ps(zD, ptr[rPc + code_bytes()]);
+  vcvtph2ps(zD, rec(t, code_bytes()));
   vmulps(zD, zD, ptr_b[rScr + 4]);
-  vfmadd231ps(zAcc[0], zI, zD);
+  vfmadd231ps(zAcc[t], zI, zD);
+}
+
+// One block of each of the ns groups, then every pointer on to the next block.
+void GemvRows16::quant_step(int ns) {
+  for (int t = 0; t < ns; ++t) quant_block(t);
   add(rPc, record_bytes());
+  if (ns > 2) add(rPc2, record_bytes());
   add(rPx, 34);
   add(rScr, 8);
 }
@@ -175,7 +206,7 @@ void GemvRows16::quant_block() {
 // The block records of one row group, a single stream. Every line prefetched: one block per
 // iteration, the prefetches inside quant_block. A larger stride: the blocks nearest one
 // stride per iteration, one prefetched line each, the rest unrolled after the loop.
-void GemvRows16::quant_loop() {
+void GemvRows16::quant_loop(int ns) {
   const int s = stride();
   const int per = s > 64 ? std::max(1, (s + record_bytes() / 2) / record_bytes()) : 1;
   const int64_t iters = nblocks() / per, tail = nblocks() % per;
@@ -183,12 +214,13 @@ void GemvRows16::quant_loop() {
     Label blk;
     mov(rCnt, iters);
     L(blk);
-    if (s > 64) prefetcht0(ptr[rPc + d_.prefetch]);
-    for (int b = 0; b < per; ++b) quant_block();
+    if (s > 64)
+      for (int t = 0; t < ns; ++t) prefetcht0(rec(t, d_.prefetch));
+    for (int b = 0; b < per; ++b) quant_step(ns);
     dec(rCnt);
     jnz(blk, T_NEAR);
   }
-  for (int64_t b = 0; b < tail; ++b) quant_block();
+  for (int64_t b = 0; b < tail; ++b) quant_step(ns);
 }
 
 // One k step into accumulator u; k_off is the element offset from the loop pointers.
@@ -234,11 +266,11 @@ void GemvRows16::plain_loop() {
 }
 
 // acc lanes are the group's rows: mask to [r0, r1) and store (or accumulate) directly.
-void GemvRows16::store_group() {
+void GemvRows16::store_group(const Reg64& g) {
   vaddps(zAcc[0], zAcc[0], zAcc[1]);
   vaddps(zAcc[2], zAcc[2], zAcc[3]);
   vaddps(zAcc[0], zAcc[0], zAcc[2]);
-  store_lanes16(rArgs, rGroup, zAcc[0], zT, acc_);
+  store_lanes16(rArgs, g, zAcc[0], zT, acc_);
 }
 
 }  // namespace
