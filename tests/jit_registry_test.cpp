@@ -196,8 +196,8 @@ TEST(JitDesc, Validation) {
   d = default_gemm_desc(GgmlType::Q8_0, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4});
   EXPECT_EQ(d.prefetch_stride, 0);
   EXPECT_TRUE(validate(d).is_ok());
-  // Streams: 1, 2 or 4; more than one only for the AVX-512 Q4_K GEMV and gate+up kernels and
-  // the AVX-512 VNNI Q8_0 and Q4_0 GEMVs.
+  // Streams: 1, 2 or 4; more than one only for the Q4_K GEMV and gate+up kernels (AVX2 and up)
+  // and the AVX-512 VNNI Q8_0 and Q4_0 GEMVs.
   d = base_desc();
   EXPECT_EQ(d.streams, 4);
   for (int ns : {1, 2}) {
@@ -211,10 +211,11 @@ TEST(JitDesc, Validation) {
   EXPECT_EQ(default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx512, Tuning::kZen4},
                               KernelOp::kGateUpSwiglu).streams, 4);
   EXPECT_EQ(default_gemv_desc(GgmlType::Q8_0, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4}).streams, 4);
+  EXPECT_EQ(default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx2, Tuning::kZen4}).streams, 4);
   EXPECT_EQ(default_gemv_desc(GgmlType::Q4_0, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4},
                               KernelOp::kGemvAccumulate).streams, 4);
   for (KernelDesc one : {default_gemm_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4}),
-                         default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx2, Tuning::kZen4}),
+                         default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kScalar, Tuning::kZen4}),
                          default_gemv_desc(GgmlType::Q6_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4}),
                          default_gemv_desc(GgmlType::Q8_0, 7168, {IsaLevel::kAvx512, Tuning::kZen4}),
                          default_gemv_desc(GgmlType::BF16, 7168, {IsaLevel::kAvx512Bf16, Tuning::kZen4}),

@@ -4,6 +4,8 @@
 // scheme is the AVX-512 one at half width: vpmaddubsw + vpmaddwd stand in for vpdpbusd,
 // activations are read from the permuted copy in memory (16 ymm registers are too few to
 // keep them), and at most 8 rows (4 pairs) are blocked.
+// With desc.streams = 2 or 4, that many groups side by side, a super-block of each in turn
+// (JitKernelBase::stream_groups), their accumulators on the stack.
 #include <memory>
 
 #include "codegen/x64/generators.h"
@@ -20,27 +22,35 @@ class GemvQ4KAvx2 : public JitKernelBase {
  public:
   explicit GemvQ4KAvx2(const KernelDesc& d)
       : JitKernelBase(64 * 1024), d_(d), R_(d.row_block), P_(d.row_block / 2), S_(d.cols / 256),
-        acc_(d.op == KernelOp::kGemvAccumulate) {}
+        acc_(d.op == KernelOp::kGemvAccumulate), ns_(d.streams) {}
   void generate();
 
  private:
   // Registers, named once. ymm0-2 are clobbered by write_rows: only temporaries live there.
-  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPc = r13, rPs = r14, rPd = r15;
+  // Group s of the side-by-side streams starts at rPc + s * rD (rPc2 = rPc + 2 * rD).
+  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPc = r13, rD = r14, rPc2 = r15;
   const Reg64 rPx = r8, rPw = r9, rCnt = r10, rW = rsi;
   const Ymm yV = ymm0, yLo = ymm1, yHi = ymm2, yT = ymm3, yI = ymm4, yS = ymm5, yD = ymm6;
   const Ymm yM0F = ymm7, yOnes = ymm8, yBS[2] = {ymm9, ymm10}, yDY = ymm11;
   const Ymm yAcc[4] = {ymm12, ymm13, ymm14, ymm15};
 
+  // Frame: the permuted activations, 64 bytes of row sums, the streams' accumulators (32
+  // bytes per stream and pair, with more than one stream), two qwords for stream_groups.
   int64_t scratch_bytes() const { return int64_t{S_} * kScratchPerSb; }
+  int64_t acc_mem() const { return scratch_bytes() + 64; }
+  int64_t slot() const { return acc_mem() + (ns_ > 1 ? 32 * ns_ * P_ : 0); }
   void constants();
   void prep_activations();
-  void superblock();
-  void half_pair(int p, int h);
+  void group_body(int ns);
+  void superblock(int ns);
+  void half_pair(int s, int p, int h);
   void reduce_pair(int p);
+  Address rec(int s, int64_t off) const;
 
   KernelDesc d_;
   int R_, P_, S_;
   bool acc_;
+  int ns_;
 };
 
 void GemvQ4KAvx2::constants() {
@@ -53,8 +63,8 @@ void GemvQ4KAvx2::constants() {
 }
 
 void GemvQ4KAvx2::generate() {
-  enter_frame(scratch_bytes() + 128);
-  Label groups, done;
+  enter_frame(slot() + 64);
+  Label done;
   mov(rax, qword[rArgs + kArgR0]);
   cmp(rax, qword[rArgs + kArgR1]);
   jge(done, T_NEAR);
@@ -63,33 +73,49 @@ void GemvQ4KAvx2::generate() {
   mov(rW, qword[rArgs + kArgW]);
   constants();
   const int64_t group_stride = (d_.cols / 256 * int64_t{R_} * 148 + 63) / 64 * 64;
-  L(groups);
+  // rPw is free between groups (group_body sets it): it carries the group to write back.
+  stream_groups(ns_, group_stride, rGroup, rGroupEnd, rD, rPw, slot(), [&](int ns) { group_body(ns); },
+                [&](int t, const Reg64& g) {
+                  for (int p = 0; p < P_; ++p) {
+                    if (ns_ > 1) vmovaps(yAcc[p], ptr[rsp + acc_mem() + 32 * (t * P_ + p)]);
+                    reduce_pair(p);
+                  }
+                  write_rows(rArgs, g, R_, ptr[rsp + scratch_bytes()], acc_);
+                });
+  L(done);
+  leave_frame();
+}
+
+Address GemvQ4KAvx2::rec(int s, int64_t off) const {
+  switch (s) {
+    case 0: return ptr[rPc + off];
+    case 1: return ptr[rPc + rD + off];
+    case 2: return ptr[rPc2 + off];
+    default: return ptr[rPc2 + rD + off];
+  }
+}
+
+void GemvQ4KAvx2::group_body(int ns) {
+  const int64_t group_stride = (d_.cols / 256 * int64_t{R_} * 148 + 63) / 64 * 64;
   mov(rPc, rGroup);
   imul(rPc, rPc, static_cast<int>(group_stride));
   add(rPc, rW);
-  lea(rPs, ptr[rPc + R_ * 128]);  // super-block records: codes, scales, d
-  lea(rPd, ptr[rPc + R_ * 144]);
+  if (ns > 2) lea(rPc2, ptr[rPc + rD * 2]);
   mov(rPx, qword[rArgs + kArgX]);
   mov(rPw, rsp);
   for (int p = 0; p < P_; ++p) vxorps(yAcc[p], yAcc[p], yAcc[p]);
+  if (ns_ > 1)
+    for (int a = 0; a < ns * P_; ++a) vmovaps(ptr[rsp + acc_mem() + 32 * a], yAcc[0]);
   Label sb;
   mov(rCnt, S_);
   L(sb);
-  superblock();
+  superblock(ns);
   add(rPc, R_ * 148);
-  add(rPs, R_ * 148);
-  add(rPd, R_ * 148);
+  if (ns > 2) add(rPc2, R_ * 148);
   add(rPx, kQ8KBytes);
   add(rPw, kScratchPerSb);
   dec(rCnt);
   jnz(sb, T_NEAR);
-  for (int p = 0; p < P_; ++p) reduce_pair(p);
-  write_rows(rArgs, rGroup, R_, ptr[rsp + scratch_bytes()], acc_);
-  inc(rGroup);
-  cmp(rGroup, rGroupEnd);
-  jb(groups, T_NEAR);
-  L(done);
-  leave_frame();
 }
 
 // W[j] lane l (16 lanes, 64 bytes) = dword 8*(l/2) + j of the super-block's qs.
@@ -110,25 +136,35 @@ void GemvQ4KAvx2::prep_activations() {
   jnz(loop, T_NEAR);
 }
 
-void GemvQ4KAvx2::superblock() {
+void GemvQ4KAvx2::superblock(int ns) {
   for (int h = 0; h < 2; ++h) {
     vpmovsxwd(yBS[h], ptr[rPx + kQ8KBsums + 16 * h]);
     vpshufd(yT, yBS[h], 0xB1);
     vpaddd(yBS[h], yBS[h], yT);
   }
   vbroadcastss(yDY, ptr[rPx]);
-  // One sequential stream: the record's lines a fixed distance ahead, a share per half pair.
-  for (int p = 0; p < P_; ++p)
-    for (int h = 0; h < 2; ++h) {
-      prefetch_share(rPc, d_.prefetch, (R_ * 148 + 63) / 64, 2 * p + h, 2 * P_);
-      half_pair(p, h);
-    }
+  // One sequential stream per group: the record's lines a fixed distance ahead, a share per
+  // half pair (as prefetch_share).
+  const int lines = (R_ * 148 + 63) / 64, steps = 2 * P_;
+  for (int s = 0; s < ns; ++s)
+    for (int p = 0; p < P_; ++p)
+      for (int h = 0; h < 2; ++h) {
+        const int t = 2 * p + h;
+        if (d_.prefetch != 0)
+          for (int i = t * lines / steps; i < (t + 1) * lines / steps; ++i) prefetcht0(rec(s, d_.prefetch + 64 * i));
+        half_pair(s, p, h);
+      }
 }
 
-void GemvQ4KAvx2::half_pair(int p, int h) {
+void GemvQ4KAvx2::half_pair(int s, int p, int h) {
+  // desc.streams 1: pair p's accumulator stays in yAcc[p]. More (also for the groups left
+  // over and walked one at a time): it lives on the stack and passes through yAcc[0].
+  const bool in_mem = ns_ > 1;
+  const Ymm& acc = in_mem ? yAcc[0] : yAcc[p];
+  const Address mem = ptr[rsp + acc_mem() + 32 * (s * P_ + p)];
   vpxor(yI, yI, yI);
   for (int c = 0; c < 4; ++c) {
-    vmovdqu(yV, ptr[rPc + p * 256 + 64 * c + 32 * h]);
+    vmovdqu(yV, rec(s, p * 256 + 64 * c + 32 * h));
     vpand(yLo, yV, yM0F);
     vpsrlw(yHi, yV, 4);
     vpand(yHi, yHi, yM0F);
@@ -139,20 +175,22 @@ void GemvQ4KAvx2::half_pair(int p, int h) {
     vpmaddwd(yHi, yHi, yOnes);
     vpaddd(yI, yI, yHi);
   }
-  vpmovzxbd(yS, ptr[rPs + 32 * p + 8 * h]);
+  vpmovzxbd(yS, rec(s, R_ * 128 + 32 * p + 8 * h));
   vpmulld(yI, yI, yS);
-  vpbroadcastd(Xmm(yD.getIdx()), ptr[rPd + 4 * p]);
+  vpbroadcastd(Xmm(yD.getIdx()), rec(s, R_ * 144 + 4 * p));
   vcvtph2ps(yD, Xmm(yD.getIdx()));
   vmulps(yD, yD, yDY);
   vcvtdq2ps(yI, yI);
-  vfmadd231ps(yAcc[p], yI, yD);
-  vpmovzxbd(yS, ptr[rPs + 32 * p + 16 + 8 * h]);
+  if (in_mem) vmovaps(acc, mem);
+  vfmadd231ps(acc, yI, yD);
+  vpmovzxbd(yS, rec(s, R_ * 128 + 32 * p + 16 + 8 * h));
   vpmulld(yS, yS, yBS[h]);
-  vpbroadcastd(Xmm(yD.getIdx()), ptr[rPd + 2 * R_ + 4 * p]);
+  vpbroadcastd(Xmm(yD.getIdx()), rec(s, R_ * 144 + 2 * R_ + 4 * p));
   vcvtph2ps(yD, Xmm(yD.getIdx()));
   vmulps(yD, yD, yDY);
   vcvtdq2ps(yS, yS);
-  vfnmadd231ps(yAcc[p], yS, yD);
+  vfnmadd231ps(acc, yS, yD);
+  if (in_mem) vmovaps(mem, acc);
 }
 
 void GemvQ4KAvx2::reduce_pair(int p) {
