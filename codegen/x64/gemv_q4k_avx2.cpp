@@ -86,14 +86,7 @@ void GemvQ4KAvx2::generate() {
   leave_frame();
 }
 
-Address GemvQ4KAvx2::rec(int s, int64_t off) const {
-  switch (s) {
-    case 0: return ptr[rPc + off];
-    case 1: return ptr[rPc + rD + off];
-    case 2: return ptr[rPc2 + off];
-    default: return ptr[rPc2 + rD + off];
-  }
-}
+Address GemvQ4KAvx2::rec(int s, int64_t off) const { return stream_addr(rPc, rPc2, rD, s, off); }
 
 void GemvQ4KAvx2::group_body(int ns) {
   const int64_t group_stride = (d_.cols / 256 * int64_t{R_} * 148 + 63) / 64 * 64;

@@ -222,14 +222,7 @@ void GemvQ4KAvx512::reduce_stream(int s, const Reg64& base, int64_t offset) {
   }
 }
 
-Address GemvQ4KAvx512::rec(int s, int64_t off) const {
-  switch (s) {
-    case 0: return ptr[rPc + off];
-    case 1: return ptr[rPc + rD + off];
-    case 2: return ptr[rPc2 + off];
-    default: return ptr[rPc2 + rD + off];
-  }
-}
+Address GemvQ4KAvx512::rec(int s, int64_t off) const { return stream_addr(rPc, rPc2, rD, s, off); }
 
 // ns row groups (rGroup + s * rD / group_stride) side by side: pointers, zeroed
 // accumulators, the super-block loop.

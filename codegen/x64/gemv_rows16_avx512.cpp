@@ -117,14 +117,7 @@ void GemvRows16::generate() {
   leave_frame();
 }
 
-Address GemvRows16::rec(int t, int64_t off) const {
-  switch (t) {
-    case 0: return ptr[rPc + off];
-    case 1: return ptr[rPc + rD + off];
-    case 2: return ptr[rPc2 + off];
-    default: return ptr[rPc2 + rD + off];
-  }
-}
+Address GemvRows16::rec(int t, int64_t off) const { return stream_addr(rPc, rPc2, rD, t, off); }
 
 // Per Q8_0 activation block: bias * sum(q) as int32 and d as f32 (8 bytes of scratch).
 void GemvRows16::prep_quant() {

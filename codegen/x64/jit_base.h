@@ -65,6 +65,18 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
                      const Xbyak::Reg64& group_end, const Xbyak::Reg64& delta, const Xbyak::Reg64& g,
                      int64_t slot, const std::function<void(int)>& body,
                      const std::function<void(int, const Xbyak::Reg64&)>& finish);
+  // The address `off` bytes into side s (0..3) of the groups stream_groups walks: base +
+  // s * delta, with base2 = base + 2 * delta kept by the kernel for sides 2 and 3.
+  static Xbyak::Address stream_addr(const Xbyak::Reg64& base, const Xbyak::Reg64& base2, const Xbyak::Reg64& delta,
+                                    int s, int64_t off) {
+    using Xbyak::util::ptr;
+    switch (s) {
+      case 0: return ptr[base + off];
+      case 1: return ptr[base + delta + off];
+      case 2: return ptr[base2 + off];
+      default: return ptr[base2 + delta + off];
+    }
+  }
   void store_lanes16(const Xbyak::Reg64& args, const Xbyak::Reg64& group, const Xbyak::Zmm& acc,
                      const Xbyak::Zmm& tmp, bool accumulate) {
     store_lanes(args, group, 16, acc, tmp, accumulate);
