@@ -37,6 +37,7 @@ class GemvQ4KAvx2 : public JitKernelBase {
   // Frame: the permuted activations, 64 bytes of row sums, the streams' accumulators (32
   // bytes per stream and pair, with more than one stream), two qwords for stream_groups.
   int64_t scratch_bytes() const { return int64_t{S_} * kScratchPerSb; }
+  int64_t group_stride() const { return (int64_t{S_} * R_ * 148 + 63) / 64 * 64; }
   int64_t acc_mem() const { return scratch_bytes() + 64; }
   int64_t slot() const { return acc_mem() + (ns_ > 1 ? 32 * ns_ * P_ : 0); }
   void constants();
@@ -72,9 +73,8 @@ void GemvQ4KAvx2::generate() {
   group_bounds(rArgs, R_, rGroup, rGroupEnd);
   mov(rW, qword[rArgs + kArgW]);
   constants();
-  const int64_t group_stride = (d_.cols / 256 * int64_t{R_} * 148 + 63) / 64 * 64;
   // rPw is free between groups (group_body sets it): it carries the group to write back.
-  stream_groups(ns_, group_stride, rGroup, rGroupEnd, rD, rPw, slot(), [&](int ns) { group_body(ns); },
+  stream_groups(ns_, group_stride(), rGroup, rGroupEnd, rD, rPw, slot(), [&](int ns) { group_body(ns); },
                 [&](int t, const Reg64& g) {
                   for (int p = 0; p < P_; ++p) {
                     if (ns_ > 1) vmovaps(yAcc[p], ptr[rsp + acc_mem() + 32 * (t * P_ + p)]);
@@ -89,9 +89,8 @@ void GemvQ4KAvx2::generate() {
 Address GemvQ4KAvx2::rec(int s, int64_t off) const { return stream_addr(rPc, rPc2, rD, s, off); }
 
 void GemvQ4KAvx2::group_body(int ns) {
-  const int64_t group_stride = (d_.cols / 256 * int64_t{R_} * 148 + 63) / 64 * 64;
   mov(rPc, rGroup);
-  imul(rPc, rPc, static_cast<int>(group_stride));
+  imul(rPc, rPc, static_cast<int>(group_stride()));
   add(rPc, rW);
   if (ns > 2) lea(rPc2, ptr[rPc + rD * 2]);
   mov(rPx, qword[rArgs + kArgX]);
