@@ -512,6 +512,19 @@ TEST(PlanFile, InvalidKernelDescriptorIsRefused) {
   std::memcpy(kernels.data(), &d, sizeof d);
   spit(path, raw_plan(doc.dump(), kernels));
   expect_one_line_error(read_plan(path), "prefetch less than every line");
+  // A stream count no kernel walks, and several streams where the kernel walks one.
+  std::memcpy(&d, kernels.data(), sizeof d);
+  d.prefetch_stride = 0;
+  d.streams = 3;
+  std::memcpy(kernels.data(), &d, sizeof d);
+  spit(path, raw_plan(doc.dump(), kernels));
+  expect_one_line_error(read_plan(path), "3 streams is not 1, 2 or 4");
+  d.streams = 2;
+  d.weight = GgmlType::Q6_K;
+  d.row_block = 16;
+  std::memcpy(kernels.data(), &d, sizeof d);
+  spit(path, raw_plan(doc.dump(), kernels));
+  expect_one_line_error(read_plan(path), "side by side");
   spit(path, raw_plan("{", ""));
   expect_one_line_error(read_plan(path), "not valid JSON");
 }

@@ -136,14 +136,12 @@ void GemvQ4KAvx2::superblock(int ns) {
   }
   vbroadcastss(yDY, ptr[rPx]);
   // One sequential stream per group: the record's lines a fixed distance ahead, a share per
-  // half pair (as prefetch_share).
+  // half pair.
   const int lines = (R_ * 148 + 63) / 64, steps = 2 * P_;
   for (int s = 0; s < ns; ++s)
     for (int p = 0; p < P_; ++p)
       for (int h = 0; h < 2; ++h) {
-        const int t = 2 * p + h;
-        if (d_.prefetch != 0)
-          for (int i = t * lines / steps; i < (t + 1) * lines / steps; ++i) prefetcht0(rec(s, d_.prefetch + 64 * i));
+        prefetch_share([&](int64_t off) { return rec(s, off); }, d_.prefetch, lines, 2 * p + h, steps);
         half_pair(s, p, h);
       }
 }

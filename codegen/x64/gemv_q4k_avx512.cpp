@@ -305,8 +305,7 @@ void GemvQ4KAvx512::superblock(int ns) {
   const int lines = (R_ * 148 + 63) / 64;
   for (int s = 0; s < ns; ++s)
     for (int p = 0; p < P_; ++p) {
-      if (d_.prefetch != 0)
-        for (int i = p * lines / P_; i < (p + 1) * lines / P_; ++i) prefetcht0(rec(s, d_.prefetch + 64 * i));
+      prefetch_share([&](int64_t off) { return rec(s, off); }, d_.prefetch, lines, p, P_);
       pair(s, p);
     }
 }

@@ -159,18 +159,17 @@ void GemvRows16::quant_block(int t) {
   // Every line prefetched (stride 64): the record's lines spread over its chunks.
   const int every = stride() == 64 ? d_.prefetch : 0;
   const int lines = (record_bytes() + 63) / 64;
+  const auto at = [&](int64_t off) { return rec(t, off); };
   if (fmt_ == GgmlType::Q8_0) {
     for (int c = 0; c < 8; ++c) {
-      if (every != 0)
-        for (int i = c * lines / 8; i < (c + 1) * lines / 8; ++i) prefetcht0(rec(t, every + 64 * i));
+      prefetch_share(at, every, lines, c, 8);
       vmovdqu32(zV, rec(t, 64 * c));
       vpdpbusd(c % 2 ? zI2 : zI, zV, ptr_b[rPx + 2 + 4 * c]);
     }
   } else {
     // High nibbles masked in place (16x the code), shifted back once per block.
     for (int c = 0; c < 4; ++c) {
-      if (every != 0)
-        for (int i = c * lines / 4; i < (c + 1) * lines / 4; ++i) prefetcht0(rec(t, every + 64 * i));
+      prefetch_share(at, every, lines, c, 4);
       vmovdqu32(zV, rec(t, 64 * c));
       vpandd(zLo, zV, zM0F);
       vpdpbusd(zI, zLo, ptr_b[rPx + 2 + 4 * c]);

@@ -51,8 +51,13 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
   // streamed 7-20 % faster from DRAM at one thread spread this way (AVX2: 23-31 %). Nothing
   // when `distance` is 0.
   void prefetch_share(const Xbyak::Reg64& base, int distance, int lines, int t, int steps) {
+    prefetch_share([&](int64_t off) { return ptr[base + off]; }, distance, lines, t, steps);
+  }
+  // The same, for a record whose address `at(off)` gives (a side of stream_groups).
+  template <typename At>
+  void prefetch_share(const At& at, int distance, int lines, int t, int steps) {
     if (distance == 0) return;
-    for (int i = t * lines / steps; i < (t + 1) * lines / steps; ++i) prefetcht0(ptr[base + distance + 64 * i]);
+    for (int i = t * lines / steps; i < (t + 1) * lines / steps; ++i) prefetcht0(at(distance + 64 * int64_t{i}));
   }
   // The thread's row groups [group, group_end) streamed `streams` at a time (1, 2 or 4): the
   // groups split into that many equal runs walked side by side, then the rest (fewer than
