@@ -34,11 +34,21 @@ inline const char* mla_form_name(MlaForm f) {
   return f == MlaForm::kAbsorbed ? "absorbed" : f == MlaForm::kDecompressed ? "decompressed" : "auto";
 }
 
+namespace ir {
+struct Graph;
+struct Node;
+}  // namespace ir
+
+// How profile() and decode_weight_bytes() group their figures: by op kind, or by node, the
+// same node of every layer summed (see profile_key).
+enum class ProfileBy : uint8_t { kOpKind, kNode };
+
 struct ExecutorOptions {
   int n_ctx = 4096;   // context limit (positions); eval past it is an error
   int n_threads = 1;  // worker threads (engines may use fewer)
   int n_ubatch = 512;  // tokens per forward chunk of a long batch (engines may use fewer)
   bool profile = false;  // accumulate time per op kind (Executor::profile())
+  ProfileBy profile_by = ProfileBy::kOpKind;
   KvCacheType kv_type = KvCacheType::F32;  // KV cache element type (see KvCacheType)
   MlaForm mla_form = MlaForm::kAuto;        // fast executor only (see MlaForm)
 };
@@ -46,6 +56,10 @@ struct ExecutorOptions {
 // The checks every engine's eval() makes before it runs: a non-empty batch, within the
 // context limit, every id a row of the embedding table (n_rows of them).
 Status check_eval_tokens(std::span<const int32_t> tokens, int n_past, int n_ctx, int64_t n_rows);
+
+// Node n's key in profiles: its op kind's name, or with kNode "op:name", name being its first
+// output's value name without a leading "blk.N." (e.g. "matmul:q_lat" for every layer's q_lat).
+std::string profile_key(const ir::Graph& g, const ir::Node& n, ProfileBy by);
 
 class Executor {
  public:
@@ -60,10 +74,10 @@ class Executor {
   virtual Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) = 0;
   // Forgets the sequence (n_past() becomes 0).
   virtual void reset() = 0;
-  // Seconds per op kind accumulated over evals when ExecutorOptions::profile was set, largest
-  // first; empty for engines that do not profile.
+  // Seconds per op kind (or node: ExecutorOptions::profile_by) accumulated over evals when
+  // ExecutorOptions::profile was set, largest first; empty for engines that do not profile.
   virtual std::vector<std::pair<std::string, double>> profile() const { return {}; }
-  // Weight bytes one decoded token streams, by op kind, as the engine stores them (repacked
+  // Weight bytes one decoded token streams, by profile key, as the engine stores them (repacked
   // layouts; routed experts count the experts a token uses); empty when the engine does not
   // say. With profile() this gives each op kind's read bandwidth.
   virtual std::map<std::string, uint64_t> decode_weight_bytes() const { return {}; }

@@ -463,7 +463,7 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
       Status st = run_step(s, T);
       if (!st) return Error{std::string("eval: ") + ir::op_name(s.node->op) + ": " + st.message()};
       if (opts_.base.profile)
-        profile_[ir::op_name(s.node->op)] +=
+        profile_[profile_key(cm_->graph, *s.node, opts_.base.profile_by)] +=
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     n_past_ += static_cast<int>(T);
@@ -480,8 +480,9 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
 std::map<std::string, uint64_t> Impl::decode_weight_bytes() const {
   std::map<std::string, uint64_t> bytes;
   for (const Step& s : steps_) {
-    if (s.mat) bytes[ir::op_name(s.node->op)] += s.mat->token_bytes();
-    if (s.gate_up) bytes[ir::op_name(s.node->op)] += s.gate_up->token_bytes();
+    const std::string key = profile_key(cm_->graph, *s.node, opts_.base.profile_by);
+    if (s.mat) bytes[key] += s.mat->token_bytes();
+    if (s.gate_up) bytes[key] += s.gate_up->token_bytes();
   }
   return bytes;
 }

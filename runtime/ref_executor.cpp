@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,6 +24,19 @@ Status check_eval_tokens(std::span<const int32_t> tokens, int n_past, int n_ctx,
       return Error{"eval: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
                    " is outside the vocabulary (0.." + std::to_string(n_rows - 1) + ")"};
   return Status::ok();
+}
+
+std::string profile_key(const ir::Graph& g, const ir::Node& n, ProfileBy by) {
+  std::string key = ir::op_name(n.op);
+  if (by == ProfileBy::kOpKind || n.outputs.empty()) return key;
+  std::string_view name = g.values[static_cast<size_t>(n.outputs[0])].name;
+  if (name.starts_with("blk.")) {
+    const size_t dot = name.find('.', 4);
+    if (dot != std::string_view::npos && dot > 4 &&
+        name.substr(4, dot - 4).find_first_not_of("0123456789") == std::string_view::npos)
+      name.remove_prefix(dot + 1);
+  }
+  return key + ":" + std::string(name);
 }
 
 namespace {
@@ -61,13 +76,14 @@ class RefExecutor final : public Executor {
   int n_vocab_ = 0, n_ctx_ = 0, n_past_ = 0;
   int64_t n_rows_embd_ = 0;
   bool profile_ = false;
-  std::vector<double> op_seconds_;  // indexed by ir::OpKind when profiling
+  ProfileBy profile_by_ = ProfileBy::kOpKind;
+  std::map<std::string, double> op_seconds_;  // by profile key when profiling
 };
 
 std::vector<std::pair<std::string, double>> RefExecutor::profile() const {
   std::vector<std::pair<std::string, double>> out;
-  for (size_t k = 0; k < op_seconds_.size(); ++k)
-    if (op_seconds_[k] > 0) out.emplace_back(ir::op_name(static_cast<ir::OpKind>(k)), op_seconds_[k]);
+  for (const auto& [key, s] : op_seconds_)
+    if (s > 0) out.emplace_back(key, s);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   return out;
 }
@@ -106,6 +122,7 @@ Expected<std::unique_ptr<Executor>> RefExecutor::create(ir::Graph g, const Weigh
   ex->g_ = std::move(g);
   ex->n_ctx_ = opts.n_ctx;
   ex->profile_ = opts.profile;
+  ex->profile_by_ = opts.profile_by;
   ex->tokens_ = ex->g_.find("tokens");
   ex->positions_ = ex->g_.find("positions");
   if (ex->tokens_ < 0 || ex->positions_ < 0 || ex->g_.outputs.size() != 1)
@@ -150,9 +167,8 @@ Status RefExecutor::eval(std::span<const int32_t> tokens, float* logits, bool al
     const auto t0 = profile_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     Status s = refexec::run_node(n, in, out);
     if (profile_) {
-      const auto k = static_cast<size_t>(n.op);
-      if (op_seconds_.size() <= k) op_seconds_.resize(k + 1, 0.0);
-      op_seconds_[k] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+      op_seconds_[profile_key(g_, n, profile_by_)] += dt.count();
     }
     if (!s) return Error{std::string("eval: ") + ir::op_name(n.op) + ": " + s.message()};
   }

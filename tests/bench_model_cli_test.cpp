@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "ir/graph.h"
 #include "runtime/gguf.h"
 #include "tests/cli_util.h"
 #include "tools/model_stats.h"
@@ -99,6 +100,37 @@ TEST(BenchModelCli, JsonHasRequiredFields) {
     EXPECT_GT(total, 0.9 * static_cast<double>(stats->active_bytes));
     EXPECT_LT(total, 1.6 * static_cast<double>(stats->active_bytes));
   }
+}
+
+// --profile-nodes: the same figures keyed op:name, each name one node of the graph with every
+// layer's copy summed; the weight bytes keyed the same way.
+TEST(BenchModelCli, ProfileByNode) {
+  RunResult r = run_cli("bench model " + kModel + " --json --profile-nodes" + kTiny);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u);
+  const nlohmann::json& o = j[0];
+  for (const char* phase : {"profile_prefill_s", "profile_decode_s"}) {
+    ASSERT_TRUE(o.contains(phase) && !o[phase].empty()) << o.dump();
+    for (const auto& [key, s] : o[phase].items()) {
+      const size_t colon = key.find(':');
+      ASSERT_NE(colon, std::string::npos) << key;
+      ir::OpKind op;
+      EXPECT_TRUE(ir::op_from_name(key.substr(0, colon), &op)) << key;
+      EXPECT_EQ(key.find("blk."), std::string::npos) << key;
+      EXPECT_GT(s.get<double>(), 0.0) << key;
+    }
+  }
+  const nlohmann::json& bytes = o["profile_decode_weight_bytes"];
+  ASSERT_TRUE(bytes.contains("matmul:q_lat") && bytes.contains("gate_up_swiglu_id:act_exps.q8_K")) << bytes.dump();
+  for (const auto& [key, b] : bytes.items()) {
+    EXPECT_TRUE(o["profile_decode_s"].contains(key)) << key;
+    EXPECT_GT(b.get<uint64_t>(), 0u) << key;
+  }
+  RunResult text = run_cli("bench model " + kModel + " --profile-nodes" + kTiny);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("node (per run)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("matmul:q_lat"), std::string::npos) << text.out;
 }
 
 TEST(BenchModelCli, TextTable) {

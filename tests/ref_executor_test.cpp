@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -219,6 +220,54 @@ TEST(RefExecutor, RejectsMissingOrMisSizedWeights) {
 
 namespace zenmoe {
 namespace {
+
+// Profile keys: the op kind, or op:name with the layer prefix "blk.N." dropped (only that).
+TEST(RefExecutor, ProfileKeys) {
+  ir::Graph g;
+  for (const char* name : {"blk.12.q_lat", "blk.x.q", "output_norm", "blk.7", "blk..q", "blk.3.ffn.up"})
+    g.values.push_back(ir::Value{.name = name});
+  auto node = [](ir::OpKind op, int out) { return ir::Node{.op = op, .inputs = {}, .outputs = {out}, .attrs = {}}; };
+  const ir::Node q_lat = node(ir::OpKind::MatMul, 0);
+  EXPECT_EQ(profile_key(g, q_lat, ProfileBy::kOpKind), "matmul");
+  EXPECT_EQ(profile_key(g, q_lat, ProfileBy::kNode), "matmul:q_lat");
+  EXPECT_EQ(profile_key(g, node(ir::OpKind::Rope, 1), ProfileBy::kNode), "rope:blk.x.q");
+  EXPECT_EQ(profile_key(g, node(ir::OpKind::RmsNorm, 2), ProfileBy::kNode), "rms_norm:output_norm");
+  EXPECT_EQ(profile_key(g, node(ir::OpKind::Add, 3), ProfileBy::kNode), "add:blk.7");
+  EXPECT_EQ(profile_key(g, node(ir::OpKind::Add, 4), ProfileBy::kNode), "add:blk..q");
+  EXPECT_EQ(profile_key(g, node(ir::OpKind::MatMul, 5), ProfileBy::kNode), "matmul:ffn.up");
+  ir::Node none{.op = ir::OpKind::Add, .inputs = {}, .outputs = {}, .attrs = {}};
+  EXPECT_EQ(profile_key(g, none, ProfileBy::kNode), "add");
+}
+
+// Profiling by node sums the same node of every layer under one key.
+TEST(RefExecutor, ProfileByNode) {
+  const TinySpec s;
+  const ir::ModelInfo info = testing::tiny_info(s);
+  testing::TinyWeights weights = testing::tiny_weights(info, 5);
+  auto g = ir::build_graph(info);
+  ASSERT_TRUE(g.has_value()) << g.error();
+  ExecutorOptions o;
+  o.n_ctx = 16;
+  o.profile = true;
+  o.profile_by = ProfileBy::kNode;
+  auto ex = make_reference_executor(*g, weights.table(), o);
+  ASSERT_TRUE(ex.has_value()) << ex.error();
+  std::vector<float> logits(static_cast<size_t>((*ex)->n_vocab()));
+  ASSERT_TRUE((*ex)->eval(std::vector<int32_t>{1, 2, 3}, logits.data(), false));
+  const auto p = (*ex)->profile();
+  ASSERT_FALSE(p.empty());
+  std::set<std::string> keys;
+  for (const ir::Node& n : g->nodes) keys.insert(profile_key(*g, n, ProfileBy::kNode));
+  std::set<std::string> seen;
+  for (const auto& [key, seconds] : p) {
+    EXPECT_TRUE(keys.count(key)) << key;
+    EXPECT_EQ(key.find("blk."), std::string::npos) << key;
+    EXPECT_NE(key.find(':'), std::string::npos) << key;
+    EXPECT_GT(seconds, 0.0) << key;
+    EXPECT_TRUE(seen.insert(key).second) << "reported twice: " << key;
+  }
+  EXPECT_LT(keys.size(), g->nodes.size());  // layers share keys
+}
 
 TEST(RefExecutorNumerics, GgmlExpIsCloseToExp) {
   for (float x = -100.0f; x < 88.0f; x += 0.37f) {

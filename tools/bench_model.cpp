@@ -30,6 +30,7 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"warmup", "", true, "untimed runs before the repetitions (default 1)"},
     {"json", "", false, "print a JSON list, one object per thread count"},
     {"profile", "", false, "time per op kind (as the engine reports it)"},
+    {"profile-nodes", "", false, "with the profile by node instead: op:name, every layer's copy summed"},
     {"ref", "", false, "measure the scalar reference executor"},
     {"cache-type-k", "ctk", true, "KV cache type: f16 (default), f32, bf16 or q8_0"},
     {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
@@ -46,7 +47,7 @@ struct Options {
   int prompt = 512, gen = 128, reps = 3, warmup = 1, bw_reps = 5;
   int64_t bw_bytes = 0;
   LoadIsa isa = LoadIsa::kScalar;
-  bool json = false, profile = false;
+  bool json = false, profile = false, profile_nodes = false;
   Engine engine = Engine::Best;
   KvCacheType kv_type = KvCacheType::F16;
   plan::WeightsLoad load = plan::WeightsLoad::kAuto;
@@ -83,7 +84,8 @@ Expected<Options> parse_options(const Args& a) {
   o.bw_bytes = *mib << 20;
   o.isa = *isa;
   o.json = a.has("json");
-  o.profile = a.has("profile");
+  o.profile_nodes = a.has("profile-nodes");
+  o.profile = a.has("profile") || o.profile_nodes;
   o.engine = a.has("ref") ? Engine::Reference : Engine::Best;
   auto kv = kv_cache_type(a.get("cache-type-k"), a.get("cache-type-v"));
   if (!kv) return Error{kv.error()};
@@ -109,7 +111,7 @@ std::vector<int32_t> synthetic_prompt(int n, int n_vocab) {
   return p;
 }
 
-using OpTimes = std::map<std::string, double>;  // seconds by op kind
+using OpTimes = std::map<std::string, double>;  // seconds by profile key (op kind or node)
 
 OpTimes snapshot(const Executor& ex) {
   OpTimes t;
@@ -159,8 +161,8 @@ struct Figures {
   double prefill_tok_s = 0, decode_tok_s = 0, read_bw_gbps = 0, effective_gbps = 0, bw_fraction = 0;
   double prefill_s = 0, decode_s = 0;  // medians, seconds per run
   std::vector<double> read_bw_rep, decode_s_rep, fraction_rep;  // per repetition
-  OpTimes profile[2];  // seconds per run by op kind: prefill, decode
-  std::map<std::string, uint64_t> op_bytes;  // weight bytes per decoded token by op kind
+  OpTimes profile[2];  // seconds per run by profile key: prefill, decode
+  std::map<std::string, uint64_t> op_bytes;  // weight bytes per decoded token by profile key
 };
 
 // An op kind's decode read rate: its weight bytes per token over its time per token (GB/s);
@@ -187,6 +189,7 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
   eo.n_ubatch = o.n_ubatch;
   eo.mla_form = o.mla_form;
   eo.profile = o.profile;
+  eo.profile_by = o.profile_nodes ? ProfileBy::kNode : ProfileBy::kOpKind;
   eo.kv_type = o.kv_type;
   auto ex = make_engine(model, eo, o.engine);
   if (!ex) return Error{ex.error()};
@@ -272,7 +275,7 @@ void print_text(const Options& o, const Figures& f) {
   for (const auto& [op, s] : f.profile[1]) both[op] += s;
   for (const auto& [op, s] : both) order.emplace_back(s, op);
   std::sort(order.rbegin(), order.rend());
-  const std::string head = "op (per run)";
+  const std::string head = o.profile_nodes ? "node (per run)" : "op (per run)";
   size_t width = head.size();
   for (const auto& entry : order) width = std::max(width, entry.second.size());
   const int w = static_cast<int>(width);
