@@ -58,8 +58,9 @@ void JitKernelBase::group_bounds(const Reg64& args, int row_block, const Reg64& 
 void JitKernelBase::stream_groups(int streams, int64_t group_stride, const Reg64& group,
                                   const Reg64& group_end, const Reg64& delta, const Reg64& g, int64_t slot,
                                   const std::function<void(int)>& body,
-                                  const std::function<void(int, const Reg64&)>& finish) {
-  Label single, single_loop, done;
+                                  const std::function<void(int, const Reg64&)>& finish,
+                                  const std::function<void(int)>& start) {
+  Label single, single_loop, leftover, done;
   if (streams > 1) {
     Label multi;
     mov(rax, group_end);
@@ -71,6 +72,7 @@ void JitKernelBase::stream_groups(int streams, int64_t group_stride, const Reg64
     imul(delta, rax, static_cast<int>(group_stride));
     add(rax, group);
     mov(qword[rsp + slot + 8], rax);  // end of the first run
+    if (start) start(streams);
     L(multi);
     body(streams);
     for (int s = 0; s < streams; ++s) {
@@ -85,8 +87,15 @@ void JitKernelBase::stream_groups(int streams, int64_t group_stride, const Reg64
     mov(rax, qword[rsp + slot]);
     imul(rax, rax, streams - 1);
     add(group, rax);
+    if (start) jmp(leftover, T_NEAR);  // the walk has started: no second start
   }
   L(single);
+  if (start) {
+    cmp(group, group_end);
+    jae(done, T_NEAR);
+    start(1);
+  }
+  L(leftover);
   cmp(group, group_end);
   jae(done, T_NEAR);
   L(single_loop);

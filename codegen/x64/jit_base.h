@@ -66,10 +66,13 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
   // here to the run length times `group_stride`). `finish(s, g)` emits the write-back of
   // side s, whose group index is in register g. Uses two qwords at rsp + slot; clobbers rax
   // and `g`. A run is at least one group, so short ranges take the one-at-a-time loop only.
+  // `start(ns)`, when given, is emitted once before the first group is read: ns = `streams`
+  // (delta already set) for the side-by-side walk, 1 when the range is too short for it.
   void stream_groups(int streams, int64_t group_stride, const Xbyak::Reg64& group,
                      const Xbyak::Reg64& group_end, const Xbyak::Reg64& delta, const Xbyak::Reg64& g,
                      int64_t slot, const std::function<void(int)>& body,
-                     const std::function<void(int, const Xbyak::Reg64&)>& finish);
+                     const std::function<void(int, const Xbyak::Reg64&)>& finish,
+                     const std::function<void(int)>& start = {});
   // The address `off` bytes into side s (0..3) of the groups stream_groups walks: base +
   // s * delta, with base2 = base + 2 * delta kept by the kernel for sides 2 and 3.
   static Xbyak::Address stream_addr(const Xbyak::Reg64& base, const Xbyak::Reg64& base2, const Xbyak::Reg64& delta,
