@@ -153,7 +153,8 @@ TEST_P(Rows16Gemv, PrefetchStrides) {
 TEST_P(Rows16Gemv, Streams) {
   const auto [f, level] = GetParam();
   const KernelDesc probe = GemvTester().format(f).isa(level).cols(256).streams(2).desc();
-  if (!((f == GgmlType::Q8_0 || f == GgmlType::Q4_0) && level >= IsaLevel::kAvx512Vnni)) {
+  const bool streams = f == GgmlType::Q8_0 || f == GgmlType::Q4_0 || f == GgmlType::Q5_K;
+  if (!(streams && level >= IsaLevel::kAvx512Vnni)) {
     EXPECT_NE(validate(probe).message().find("side by side"), std::string::npos) << validate(probe).message();
     return;
   }

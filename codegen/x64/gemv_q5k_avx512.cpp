@@ -1,6 +1,8 @@
 // Q5_K x Q8_K GEMV for AVX-512 VNNI over the row-block-16 Q5_K layout of kernels/pack.h:
 // the 16 rows of a group are the 16 dword lanes and each super-block is one contiguous
-// 2880-byte record, so the weights are a single stream with one prefetch distance.
+// 2880-byte record, so a group's weights are a single stream with one prefetch distance.
+// With desc.streams = 2 or 4, that many groups are walked side by side (a super-block of each
+// in turn, JitKernelBase::stream_groups), each summing in the same order as alone.
 // Per super-block, for each of the 8 fifth-bit chunks j: the four low-nibble chunks
 // (8s + j, s = 0..3) give the codes of sub-blocks s (low nibble) and s + 4 (high nibble);
 // the fifth bit k of the chunk is shifted to bit 4 and merged with one vpternlogd. vpdpbusd
@@ -28,28 +30,35 @@ constexpr uint8_t kAorBandC = 0xF8;  // a | (b & c)
 class GemvQ5KAvx512 : public JitKernelBase {
  public:
   explicit GemvQ5KAvx512(const KernelDesc& d)
-      : JitKernelBase(64 * 1024), d_(d), S_(d.cols / 256), acc_(d.op == KernelOp::kGemvAccumulate) {}
+      : JitKernelBase(64 * 1024), d_(d), S_(d.cols / 256), acc_(d.op == KernelOp::kGemvAccumulate), ns_(d.streams) {}
   void generate();
 
  private:
+  // Group s of the ns side by side (desc.streams) starts at rP + s * rD (rP2 = rP + 2 * rD).
   const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rP = r13, rPx = r8, rScr = rsi, rCnt = r10;
+  const Reg64 rD = r14, rP2 = r15;
   const Zmm zA[8] = {zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7};
   const Zmm zH = zmm8, zV = zmm9, zLo = zmm10, zT = zmm11, zB = zmm12, zM0F = zmm13, zM10 = zmm14;
-  const Zmm zAccF = zmm15, zS = zmm16, zM = zmm17, zIs = zmm18, zIm = zmm19, zD = zmm20, zDm = zmm21;
+  const Zmm zS = zmm16, zM = zmm17, zIs = zmm18, zIm = zmm19, zD = zmm20, zDm = zmm21;
+  const Zmm zAccF[4] = {zmm15, zmm22, zmm23, zmm24};
 
   void prep_bsums();
-  void superblock();
-  void chunk(int j);
-  void scales();
+  void group_body(int ns);
+  void superblock(int ns);
+  void chunk(int t, int j);
+  void scales(int t);
+  Address rec(int t, int64_t off) const;
 
   KernelDesc d_;
   int S_;
   bool acc_;
+  int ns_;
 };
 
 void GemvQ5KAvx512::generate() {
-  enter_frame(int64_t{S_} * 32 + 64);
-  Label groups, done, sb;
+  const int64_t slot = (int64_t{S_} * 32 + 63) / 64 * 64;
+  enter_frame(slot + 64);
+  Label done;
   mov(rax, qword[rArgs + kArgR0]);
   cmp(rax, qword[rArgs + kArgR1]);
   jge(done, T_NEAR);
@@ -59,25 +68,32 @@ void GemvQ5KAvx512::generate() {
   vpbroadcastd(zM0F, eax);
   mov(eax, 0x10101010);
   vpbroadcastd(zM10, eax);
-  L(groups);
-  mov(rP, rGroup);
-  imul(rP, rP, S_ * kRecord);
-  add(rP, qword[rArgs + kArgW]);
-  mov(rPx, qword[rArgs + kArgX]);
-  mov(rScr, rsp);
-  vpxord(zAccF, zAccF, zAccF);
-  mov(rCnt, S_);
-  L(sb);
-  superblock();
-  dec(rCnt);
-  jnz(sb, T_NEAR);
-  store_lanes16(rArgs, rGroup, zAccF, zT, acc_);
-  inc(rGroup);
-  cmp(rGroup, rGroupEnd);
-  jb(groups, T_NEAR);
+  stream_groups(
+      ns_, int64_t{S_} * kRecord, rGroup, rGroupEnd, rD, rdx, slot, [&](int ns) { group_body(ns); },
+      [&](int s, const Reg64& g) { store_lanes16(rArgs, g, zAccF[s], zT, acc_); });
   L(done);
   leave_frame();
 }
+
+// ns row groups side by side (rGroup + s * rD / group stride): pointers, zeroed sums, the
+// super-block loop.
+void GemvQ5KAvx512::group_body(int ns) {
+  mov(rP, rGroup);
+  imul(rP, rP, S_ * kRecord);
+  add(rP, qword[rArgs + kArgW]);
+  if (ns > 2) lea(rP2, ptr[rP + rD * 2]);
+  mov(rPx, qword[rArgs + kArgX]);
+  mov(rScr, rsp);
+  for (int s = 0; s < ns; ++s) vpxord(zAccF[s], zAccF[s], zAccF[s]);
+  Label sb;
+  mov(rCnt, S_);
+  L(sb);
+  superblock(ns);
+  dec(rCnt);
+  jnz(sb, T_NEAR);
+}
+
+Address GemvQ5KAvx512::rec(int s, int64_t off) const { return stream_addr(rP, rP2, rD, s, off); }
 
 // bsums[2s] + bsums[2s + 1] as int32, 8 per super-block (the activation sum each min meets).
 void GemvQ5KAvx512::prep_bsums() {
@@ -97,24 +113,29 @@ void GemvQ5KAvx512::prep_bsums() {
   jnz(loop, T_NEAR);
 }
 
-void GemvQ5KAvx512::superblock() {
-  for (int s = 0; s < 8; ++s) vpxord(zA[s], zA[s], zA[s]);
-  for (int j = 0; j < 8; ++j) {
-    prefetch_share(rP, d_.prefetch, kRecord / 64, j, 8);
-    chunk(j);
+// One super-block of each of the ns groups in turn: the sub-block sums are reused, each
+// group's float sum is its own.
+void GemvQ5KAvx512::superblock(int ns) {
+  for (int s = 0; s < ns; ++s) {
+    for (int k = 0; k < 8; ++k) vpxord(zA[k], zA[k], zA[k]);
+    for (int j = 0; j < 8; ++j) {
+      prefetch_share([&](int64_t off) { return rec(s, off); }, d_.prefetch, kRecord / 64, j, 8);
+      chunk(s, j);
+    }
+    scales(s);
   }
-  scales();
   add(rP, kRecord);
+  if (ns > 2) add(rP2, kRecord);
   add(rPx, kQ8KBytes);
   add(rScr, 32);
 }
 
 // Fifth-bit chunk j and the four low-nibble chunks 8s + j: codes of weights 32k + 4j + t for
 // every sub-block k.
-void GemvQ5KAvx512::chunk(int j) {
-  vmovdqu32(zH, ptr[rP + q5k_fifth_offset(j)]);
+void GemvQ5KAvx512::chunk(int t, int j) {
+  vmovdqu32(zH, rec(t, q5k_fifth_offset(j)));
   for (int s = 0; s < 4; ++s) {
-    vmovdqu32(zV, ptr[rP + q5k_nibble_offset(s, j)]);
+    vmovdqu32(zV, rec(t, q5k_nibble_offset(s, j)));
     // Sub-block s: bit s of the fifth-bit byte moves up to bit 4 (word shifts keep every
     // byte's own bit there; the mask drops what crossed from the neighbour byte).
     vpandd(zLo, zV, zM0F);
@@ -134,11 +155,11 @@ void GemvQ5KAvx512::chunk(int j) {
   }
 }
 
-void GemvQ5KAvx512::scales() {
+void GemvQ5KAvx512::scales(int t) {
   for (int s = 0; s < 8; ++s) {
-    vpmovzxbd(zS, ptr[rP + kSc + 16 * s]);
+    vpmovzxbd(zS, rec(t, kSc + 16 * s));
     vpmulld(zA[s], zA[s], zS);
-    vpmovzxbd(zM, ptr[rP + kMin + 16 * s]);
+    vpmovzxbd(zM, rec(t, kMin + 16 * s));
     vpmulld(zM, zM, ptr_b[rScr + 4 * s]);
     if (s == 0) {
       vmovdqa32(zIs, zA[0]);
@@ -148,16 +169,16 @@ void GemvQ5KAvx512::scales() {
       vpaddd(zIm, zIm, zM);
     }
   }
-  vcvtph2ps(zD, ptr[rP + kD]);
+  vcvtph2ps(zD, rec(t, kD));
   vmulps(zD, zD, ptr_b[rPx]);
-  vcvtph2ps(zDm, ptr[rP + kDmin]);
+  vcvtph2ps(zDm, rec(t, kDmin));
   vmulps(zDm, zDm, ptr_b[rPx]);
   vcvtdq2ps(zIs, zIs);
   vcvtdq2ps(zIm, zIm);
   // sum += (d * d8) * sumi - (dmin * d8) * sumi_min, as the packed reference.
   vmulps(zIm, zIm, zDm);
   vfmsub231ps(zIm, zIs, zD);
-  vaddps(zAccF, zAccF, zIm);
+  vaddps(zAccF[t], zAccF[t], zIm);
 }
 
 }  // namespace
