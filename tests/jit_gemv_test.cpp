@@ -77,6 +77,8 @@ TEST_P(Q4KGemv, Streams) {
           GemvTester().format(GgmlType::Q4_K).isa(GetParam()).cols(rows > 64 ? 2048 : 512).rows(rows).row_block(rb)
               .streams(ns).accumulate(acc).Test();
   GemvTester().format(GgmlType::Q4_K).isa(GetParam()).cols(7168).rows(40).streams(4).prefetch(0).Test();
+  // The largest distance a descriptor takes: the start prefetches still fit the kernel.
+  GemvTester().format(GgmlType::Q4_K).isa(GetParam()).cols(7168).rows(40).streams(4).prefetch(1 << 16).Test();
 }
 
 TEST_P(Q4KGemv, Seeds) {
