@@ -52,8 +52,9 @@ struct KernelDesc {
   // Larger strides (a power of two up to 4096) exist for the AVX-512 row-per-lane kernels.
   uint16_t prefetch_stride = 0;
   // Row groups the kernel streams side by side, one block of each in turn: 1, 2 or 4 (more
-  // than 1 only for the Q4_K GEMV and gate+up from AVX2 up and the AVX-512 VNNI Q8_0, Q4_0 and
-  // Q5_K GEMVs). A core reads DRAM faster from several sequential streams than from one.
+  // than 1 only for the Q4_K GEMV and gate+up from AVX2 up, the AVX-512 VNNI Q8_0, Q4_0 and
+  // Q5_K GEMVs and the AVX-512 F32, F16 and BF16 GEMVs). A core reads DRAM faster from several
+  // sequential streams than from one.
   uint8_t streams = 1;
   uint8_t reserved = 0;               // keeps the struct free of padding; must be 0
 };

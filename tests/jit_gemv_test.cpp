@@ -155,8 +155,9 @@ TEST_P(Rows16Gemv, PrefetchStrides) {
 TEST_P(Rows16Gemv, Streams) {
   const auto [f, level] = GetParam();
   const KernelDesc probe = GemvTester().format(f).isa(level).cols(256).streams(2).desc();
+  const bool plain = f == GgmlType::F32 || f == GgmlType::F16 || f == GgmlType::BF16;
   const bool streams = f == GgmlType::Q8_0 || f == GgmlType::Q4_0 || f == GgmlType::Q5_K;
-  if (!(streams && level >= IsaLevel::kAvx512Vnni)) {
+  if (!((streams && level >= IsaLevel::kAvx512Vnni) || (plain && level >= IsaLevel::kAvx512))) {
     EXPECT_NE(validate(probe).message().find("side by side"), std::string::npos) << validate(probe).message();
     return;
   }
@@ -168,6 +169,10 @@ TEST_P(Rows16Gemv, Streams) {
   // Every line prefetched (stride 64) and no prefetch: the other two prefetch paths.
   GemvTester().format(f).isa(level).cols(7168).rows(70).streams(4).prefetch(4096).prefetch_stride(64).Test();
   GemvTester().format(f).isa(level).cols(7168).rows(70).streams(4).prefetch(0).Test();
+  // Plain formats take any K: k steps left after the unrolled loop, for every stream.
+  if (plain)
+    for (int64_t k : {int64_t{7}, int64_t{33}, int64_t{1030}})
+      GemvTester().format(f).isa(level).cols(k).rows(16 * 9 + 5).streams(4).accumulate(k == 33).Test();
 }
 
 std::vector<FormatLevel> rows16_variants() {

@@ -178,7 +178,7 @@ TEST(JitDesc, Validation) {
   EXPECT_EQ(d.prefetch_stride, 1024);
   EXPECT_EQ(d.prefetch, 16384);
   EXPECT_TRUE(validate(d).is_ok());
-  EXPECT_EQ(instance_name(d), "gemv_bf16_bf16_f32_16r__avx512_zen4_k7168_pf16384_ps1024_v1");
+  EXPECT_EQ(instance_name(d), "gemv_bf16_bf16_f32_16r__avx512_zen4_k7168_pf16384_ps1024_s4_v1");
   for (int bad : {32, 96, 8192}) {
     d.prefetch_stride = static_cast<uint16_t>(bad);
     EXPECT_NE(validate(d).message().find("power of two"), std::string::npos) << bad;
@@ -196,8 +196,8 @@ TEST(JitDesc, Validation) {
   d = default_gemm_desc(GgmlType::Q8_0, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4});
   EXPECT_EQ(d.prefetch_stride, 0);
   EXPECT_TRUE(validate(d).is_ok());
-  // Streams: 1, 2 or 4; more than one only for the Q4_K GEMV and gate+up kernels (AVX2 and up)
-  // and the AVX-512 VNNI Q8_0 and Q4_0 GEMVs.
+  // Streams: 1, 2 or 4; more than one only for the Q4_K GEMV and gate+up kernels (AVX2 and up),
+  // the AVX-512 VNNI Q8_0, Q4_0 and Q5_K GEMVs and the AVX-512 plain-format GEMVs.
   d = base_desc();
   EXPECT_EQ(d.streams, 4);
   for (int ns : {1, 2}) {
@@ -214,11 +214,15 @@ TEST(JitDesc, Validation) {
   EXPECT_EQ(default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx2, Tuning::kZen4}).streams, 4);
   EXPECT_EQ(default_gemv_desc(GgmlType::Q4_0, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4},
                               KernelOp::kGemvAccumulate).streams, 4);
+  EXPECT_EQ(default_gemv_desc(GgmlType::Q5_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4}).streams, 4);
+  EXPECT_EQ(default_gemv_desc(GgmlType::F32, 2048, {IsaLevel::kAvx512, Tuning::kZen4}).streams, 4);
+  EXPECT_EQ(default_gemv_desc(GgmlType::BF16, 7168, {IsaLevel::kAvx512Bf16, Tuning::kZen4}).streams, 4);
   for (KernelDesc one : {default_gemm_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4}),
                          default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kScalar, Tuning::kZen4}),
                          default_gemv_desc(GgmlType::Q6_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4}),
                          default_gemv_desc(GgmlType::Q8_0, 7168, {IsaLevel::kAvx512, Tuning::kZen4}),
-                         default_gemv_desc(GgmlType::BF16, 7168, {IsaLevel::kAvx512Bf16, Tuning::kZen4}),
+                         default_gemv_desc(GgmlType::BF16, 7168, {IsaLevel::kAvx2, Tuning::kZen4}),
+                         default_gemv_desc(GgmlType::Q5_K, 7168, {IsaLevel::kAvx512, Tuning::kZen4}),
                          default_gemm_desc(GgmlType::Q8_0, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4})}) {
     EXPECT_EQ(one.streams, 1) << canonical_name(one);
     one.streams = 2;

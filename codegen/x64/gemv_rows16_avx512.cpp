@@ -10,8 +10,9 @@
 // Software prefetch: `prefetch` bytes ahead, one line per `prefetch_stride` bytes of the weight
 // stream (every line when 0); the loop is unrolled to one stride, so the stride costs one
 // prefetch instruction per iteration and leaves the summation order as it was.
-// Q8_0 / Q4_0 with desc.streams = 2 or 4: that many groups side by side, a block of each in
-// turn (JitKernelBase::stream_groups), each with its own prefetches.
+// With desc.streams = 2 or 4: that many groups side by side, a block (Q8_0 / Q4_0) or a k step
+// (plain formats) of each in turn (JitKernelBase::stream_groups), each with its own
+// prefetches and accumulators.
 #include <algorithm>
 #include <memory>
 
@@ -39,6 +40,8 @@ class GemvRows16 : public JitKernelBase {
   const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPc = r13, rPx = r15, rD = r14, rPc2 = r9;
   const Reg64 rScr = r8, rCnt = r10, rW = rsi;
   const Zmm zAcc[kUnroll] = {zmm0, zmm1, zmm2, zmm3};
+  // Plain formats: stream t's kUnroll accumulators (stream 0's are zAcc).
+  static Zmm plain_acc(int t, int u) { return Zmm(t == 0 ? u : 13 + kUnroll * (t - 1) + u); }
   const Zmm zV = zmm4, zLo = zmm5, zHi = zmm6, zI = zmm7, zI2 = zmm8, zD = zmm9, zT = zmm10;
   const Zmm zM0F = zmm11, zMF0 = zmm12;
 
@@ -56,9 +59,9 @@ class GemvRows16 : public JitKernelBase {
   void quant_loop(int ns);
   Address rec(int t, int64_t off) const;
   int stride() const { return d_.prefetch == 0 ? 0 : std::max<int>(64, d_.prefetch_stride); }
-  void plain_step(int u, int k_off);
-  void plain_loop();
-  void store_group(const Reg64& g);
+  void plain_step(int t, int u, int k_off);
+  void plain_loop(int ns);
+  void store_group(int t, const Reg64& g);
 
   KernelDesc d_;
   GgmlType fmt_;
@@ -98,21 +101,22 @@ void GemvRows16::generate() {
     if (ns > 2) lea(rPc2, ptr[rPc + rD * 2]);
     mov(rPx, qword[rArgs + kArgX]);
     mov(rScr, rsp);
-    for (const Zmm& a : zAcc) vpxord(a, a, a);
     if (quant()) {
+      for (const Zmm& a : zAcc) vpxord(a, a, a);
       quant_loop(ns);
     } else {
-      plain_loop();
+      for (int t = 0; t < ns; ++t)
+        for (int u = 0; u < kUnroll; ++u) vpxord(plain_acc(t, u), plain_acc(t, u), plain_acc(t, u));
+      plain_loop(ns);
     }
   };
-  stream_groups(quant() ? ns_ : 1, group_stride(), rGroup, rGroupEnd, rD, rdx, slot, body,
-                [&](int t, const Reg64& g) {
-                  if (quant()) {
-                    store_lanes16(rArgs, g, zAcc[t], zT, acc_);
-                  } else {
-                    store_group(g);
-                  }
-                });
+  stream_groups(ns_, group_stride(), rGroup, rGroupEnd, rD, rdx, slot, body, [&](int t, const Reg64& g) {
+    if (quant()) {
+      store_lanes16(rArgs, g, zAcc[t], zT, acc_);
+    } else {
+      store_group(t, g);
+    }
+  });
   L(done);
   leave_frame();
 }
@@ -215,27 +219,28 @@ void GemvRows16::quant_loop(int ns) {
   for (int64_t b = 0; b < tail; ++b) quant_step(ns);
 }
 
-// One k step into accumulator u; k_off is the element offset from the loop pointers.
-void GemvRows16::plain_step(int u, int k_off) {
-  const int es = elem_bytes();
+// One k step of stream t into its accumulator u; k_off is the element offset from the loop
+// pointers.
+void GemvRows16::plain_step(int t, int u, int k_off) {
+  const Zmm acc = plain_acc(t, u);
   if (fmt_ == GgmlType::F32) {
-    vmovups(zV, ptr[rPc + k_off * 64]);
-    vfmadd231ps(zAcc[u], zV, ptr_b[rPx + 4 * k_off]);
+    vmovups(zV, rec(t, int64_t{k_off} * 64));
+    vfmadd231ps(acc, zV, ptr_b[rPx + 4 * k_off]);
   } else {
     if (fmt_ == GgmlType::F16) {
-      vcvtph2ps(zV, ptr[rPc + k_off * 32]);
+      vcvtph2ps(zV, rec(t, int64_t{k_off} * 32));
     } else {
-      vpmovzxwd(zV, ptr[rPc + k_off * 32]);
+      vpmovzxwd(zV, rec(t, int64_t{k_off} * 32));
       vpslld(zV, zV, 16);
     }
-    vfmadd231ps(zAcc[u], zV, ptr_b[rScr + 4 * k_off]);
+    vfmadd231ps(acc, zV, ptr_b[rScr + 4 * k_off]);
   }
-  (void)es;
 }
 
 // kUnroll k steps per iteration, or more so an iteration covers one prefetch stride; one
-// line prefetched per stride, the leftover k steps unrolled after the loop.
-void GemvRows16::plain_loop() {
+// line prefetched per stride, the leftover k steps unrolled after the loop. With ns streams,
+// each k step is taken for every stream in turn, each into its own accumulators.
+void GemvRows16::plain_loop(int ns) {
   const int row_bytes = kRows * elem_bytes();
   const int s = stride();
   const int body = std::max(s, kUnroll * row_bytes);
@@ -246,23 +251,28 @@ void GemvRows16::plain_loop() {
     Label loop;
     mov(rCnt, iters);
     L(loop);
-    for (int u = 0; u < steps; ++u) plain_step(u % kUnroll, u);
+    for (int u = 0; u < steps; ++u)
+      for (int t = 0; t < ns; ++t) plain_step(t, u % kUnroll, u);
     if (s != 0)
-      for (int i = 0; i < body / s; ++i) prefetcht0(ptr[rPc + d_.prefetch + s * i]);
+      for (int t = 0; t < ns; ++t)
+        for (int i = 0; i < body / s; ++i) prefetcht0(rec(t, int64_t{d_.prefetch} + int64_t{s} * i));
     add(rPc, body);
+    if (ns > 2) add(rPc2, body);
     add(rAct, steps * 4);
     dec(rCnt);
     jnz(loop, T_NEAR);
   }
-  for (int u = 0; u < tail; ++u) plain_step(u % kUnroll, u);
+  for (int u = 0; u < tail; ++u)
+    for (int t = 0; t < ns; ++t) plain_step(t, u % kUnroll, u);
 }
 
-// acc lanes are the group's rows: mask to [r0, r1) and store (or accumulate) directly.
-void GemvRows16::store_group(const Reg64& g) {
-  vaddps(zAcc[0], zAcc[0], zAcc[1]);
-  vaddps(zAcc[2], zAcc[2], zAcc[3]);
-  vaddps(zAcc[0], zAcc[0], zAcc[2]);
-  store_lanes16(rArgs, g, zAcc[0], zT, acc_);
+// Stream t's accumulators summed (the same order for every stream count); lanes are the
+// group's rows: mask to [r0, r1) and store (or accumulate) directly.
+void GemvRows16::store_group(int t, const Reg64& g) {
+  vaddps(plain_acc(t, 0), plain_acc(t, 0), plain_acc(t, 1));
+  vaddps(plain_acc(t, 2), plain_acc(t, 2), plain_acc(t, 3));
+  vaddps(plain_acc(t, 0), plain_acc(t, 0), plain_acc(t, 2));
+  store_lanes16(rArgs, g, plain_acc(t, 0), zT, acc_);
 }
 
 }  // namespace
