@@ -60,22 +60,27 @@ void JitKernelBase::stream_groups(int streams, int64_t group_stride, const Reg64
                                   const std::function<void(int)>& body,
                                   const std::function<void(int, const Reg64&)>& finish,
                                   const std::function<void(int)>& start) {
-  Label single, single_loop, leftover, done;
-  if (streams > 1) {
-    Label multi;
+  // rax = run length for ns sides (also at rsp + slot); flags from testing it.
+  auto run_length = [&](int ns) {
     mov(rax, group_end);
     sub(rax, group);
-    shr(rax, streams == 2 ? 1 : 2);
-    mov(qword[rsp + slot], rax);  // run length
+    shr(rax, ns == 2 ? 1 : 2);
+    mov(qword[rsp + slot], rax);
     test(rax, rax);
-    jz(single, T_NEAR);
+  };
+  // From the run length in rax: delta and the end of the first run.
+  auto setup = [&](int ns) {
+    (void)ns;
     imul(delta, rax, static_cast<int>(group_stride));
     add(rax, group);
-    mov(qword[rsp + slot + 8], rax);  // end of the first run
-    if (start) start(streams);
+    mov(qword[rsp + slot + 8], rax);
+  };
+  // The runs side by side, then group past the last run.
+  auto walk = [&](int ns) {
+    Label multi;
     L(multi);
-    body(streams);
-    for (int s = 0; s < streams; ++s) {
+    body(ns);
+    for (int s = 0; s < ns; ++s) {
       mov(g, qword[rsp + slot]);
       imul(g, g, s);
       add(g, group);
@@ -85,9 +90,41 @@ void JitKernelBase::stream_groups(int streams, int64_t group_stride, const Reg64
     cmp(group, qword[rsp + slot + 8]);
     jb(multi, T_NEAR);
     mov(rax, qword[rsp + slot]);
-    imul(rax, rax, streams - 1);
+    imul(rax, rax, ns - 1);
     add(group, rax);
-    if (start) jmp(leftover, T_NEAR);  // the walk has started: no second start
+  };
+  Label single, leftover, done;
+  if (streams == 4) {
+    // Four runs while there are at least 4 groups, then two while there are at least 2.
+    Label two_first, two, two_walk;
+    run_length(4);
+    jz(two_first, T_NEAR);
+    setup(4);
+    if (start) start(4);
+    walk(4);
+    run_length(2);
+    jz(leftover, T_NEAR);
+    jmp(two, T_NEAR);
+    L(two_first);
+    run_length(2);
+    jz(single, T_NEAR);
+    if (start) {
+      setup(2);
+      start(2);
+      jmp(two_walk, T_NEAR);
+    }
+    L(two);
+    setup(2);
+    L(two_walk);
+    walk(2);
+    jmp(leftover, T_NEAR);
+  } else if (streams == 2) {
+    run_length(2);
+    jz(single, T_NEAR);
+    setup(2);
+    if (start) start(2);
+    walk(2);
+    jmp(leftover, T_NEAR);
   }
   L(single);
   if (start) {
@@ -98,6 +135,7 @@ void JitKernelBase::stream_groups(int streams, int64_t group_stride, const Reg64
   L(leftover);
   cmp(group, group_end);
   jae(done, T_NEAR);
+  Label single_loop;
   L(single_loop);
   body(1);
   mov(g, group);

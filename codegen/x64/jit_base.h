@@ -60,14 +60,15 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
     for (int i = t * lines / steps; i < (t + 1) * lines / steps; ++i) prefetcht0(at(distance + 64 * int64_t{i}));
   }
   // The thread's row groups [group, group_end) streamed `streams` at a time (1, 2 or 4): the
-  // groups split into that many equal runs walked side by side, then the rest (fewer than
-  // `streams`) one at a time. `body(ns)` emits the work on ns groups side by side: group
+  // groups split into that many equal runs walked side by side; with 4, the rest (fewer than
+  // 4) in two runs side by side where there are 2 or 3 of them; then what is left one at a
+  // time. `body(ns)` emits the work on ns groups side by side: group
   // `group` and, for ns > 1, the groups `delta` bytes of packed weights apart (delta is set
   // here to the run length times `group_stride`). `finish(s, g)` emits the write-back of
   // side s, whose group index is in register g. Uses two qwords at rsp + slot; clobbers rax
-  // and `g`. A run is at least one group, so short ranges take the one-at-a-time loop only.
-  // `start(ns)`, when given, is emitted once before the first group is read: ns = `streams`
-  // (delta already set) for the side-by-side walk, 1 when the range is too short for it.
+  // and `g`. A run is at least one group, so a single group takes the one-at-a-time loop.
+  // `start(ns)`, when given, runs once before the first group is read, ns being the sides of
+  // the first walk (delta already set): `streams`, 2, or 1 for a range too short for 2.
   void stream_groups(int streams, int64_t group_stride, const Xbyak::Reg64& group,
                      const Xbyak::Reg64& group_end, const Xbyak::Reg64& delta, const Xbyak::Reg64& g,
                      int64_t slot, const std::function<void(int)>& body,
