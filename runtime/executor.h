@@ -60,6 +60,11 @@ Status check_eval_tokens(std::span<const int32_t> tokens, int n_past, int n_ctx,
 // Node n's key in profiles: its op kind's name, or with kNode "op:name", name being its first
 // output's value name without a leading "blk.N." (e.g. "matmul:q_lat" for every layer's q_lat).
 std::string profile_key(const ir::Graph& g, const ir::Node& n, ProfileBy by);
+// Seconds per node (nodes[i] took seconds[i]) summed by profile_key, largest first, entries
+// without time left out: what Executor::profile() returns.
+std::vector<std::pair<std::string, double>> sum_by_profile_key(const ir::Graph& g,
+                                                                std::span<const ir::Node* const> nodes,
+                                                                std::span<const double> seconds, ProfileBy by);
 
 class Executor {
  public:

@@ -122,7 +122,7 @@ class Impl final : public FastExecutor {
   std::vector<AttentionScratch> scratch_;
   std::vector<float> gate_up_scratch_;
   std::vector<std::string> dispatch_;
-  std::map<std::string, double> profile_;
+  std::vector<double> step_seconds_;  // per step of steps_ when profiling
   int tokens_ = -1, positions_ = -1, logits_ = -1;
   int n_vocab_ = 0, n_ctx_ = 0, n_past_ = 0;
   int64_t n_rows_embd_ = 0;
@@ -458,13 +458,14 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
     for (int64_t t = 0; t < T; ++t) pos[t] = n_past_ + static_cast<int32_t>(t);
     decompressed_ = decompressed_batch(T);
     decompressed_chunks_ += decompressed_ ? 1 : 0;
-    for (Step& s : steps_) {
+    if (opts_.base.profile) step_seconds_.resize(steps_.size(), 0.0);
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      Step& s = steps_[i];
       const auto t0 = opts_.base.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       Status st = run_step(s, T);
       if (!st) return Error{std::string("eval: ") + ir::op_name(s.node->op) + ": " + st.message()};
       if (opts_.base.profile)
-        profile_[profile_key(cm_->graph, *s.node, opts_.base.profile_by)] +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        step_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
     n_past_ += static_cast<int>(T);
     const float* y = tensors_[static_cast<size_t>(logits_)].cf32();
@@ -488,9 +489,9 @@ std::map<std::string, uint64_t> Impl::decode_weight_bytes() const {
 }
 
 std::vector<std::pair<std::string, double>> Impl::profile() const {
-  std::vector<std::pair<std::string, double>> p(profile_.begin(), profile_.end());
-  std::sort(p.begin(), p.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  return p;
+  std::vector<const ir::Node*> nodes;
+  for (const Step& s : steps_) nodes.push_back(s.node);
+  return sum_by_profile_key(cm_->graph, nodes, step_seconds_, opts_.base.profile_by);
 }
 
 }  // namespace

@@ -39,6 +39,17 @@ std::string profile_key(const ir::Graph& g, const ir::Node& n, ProfileBy by) {
   return key + ":" + std::string(name);
 }
 
+std::vector<std::pair<std::string, double>> sum_by_profile_key(const ir::Graph& g,
+                                                                std::span<const ir::Node* const> nodes,
+                                                                std::span<const double> seconds, ProfileBy by) {
+  std::map<std::string, double> sums;
+  for (size_t i = 0; i < nodes.size() && i < seconds.size(); ++i)
+    if (seconds[i] > 0) sums[profile_key(g, *nodes[i], by)] += seconds[i];
+  std::vector<std::pair<std::string, double>> out(sums.begin(), sums.end());
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
+}
+
 namespace {
 
 using refexec::Tensor;
@@ -77,15 +88,13 @@ class RefExecutor final : public Executor {
   int64_t n_rows_embd_ = 0;
   bool profile_ = false;
   ProfileBy profile_by_ = ProfileBy::kOpKind;
-  std::map<std::string, double> op_seconds_;  // by profile key when profiling
+  std::vector<double> node_seconds_;  // per node of g_ when profiling
 };
 
 std::vector<std::pair<std::string, double>> RefExecutor::profile() const {
-  std::vector<std::pair<std::string, double>> out;
-  for (const auto& [key, s] : op_seconds_)
-    if (s > 0) out.emplace_back(key, s);
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-  return out;
+  std::vector<const ir::Node*> nodes;
+  for (const ir::Node& n : g_.nodes) nodes.push_back(&n);
+  return sum_by_profile_key(g_, nodes, node_seconds_, profile_by_);
 }
 
 Status RefExecutor::bind(const WeightTable& weights) {
@@ -159,7 +168,9 @@ Status RefExecutor::eval(std::span<const int32_t> tokens, float* logits, bool al
   int32_t* pos = tensors_[static_cast<size_t>(positions_)].i32();
   for (int64_t t = 0; t < T; ++t) pos[t] = n_past_ + static_cast<int32_t>(t);
   std::vector<Tensor*> in, out;
-  for (const ir::Node& n : g_.nodes) {
+  if (profile_) node_seconds_.resize(g_.nodes.size(), 0.0);
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    const ir::Node& n = g_.nodes[i];
     in.clear();
     out.clear();
     for (int id : n.inputs) in.push_back(&tensors_[static_cast<size_t>(id)]);
@@ -168,7 +179,7 @@ Status RefExecutor::eval(std::span<const int32_t> tokens, float* logits, bool al
     Status s = refexec::run_node(n, in, out);
     if (profile_) {
       const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
-      op_seconds_[profile_key(g_, n, profile_by_)] += dt.count();
+      node_seconds_[i] += dt.count();
     }
     if (!s) return Error{std::string("eval: ") + ir::op_name(n.op) + ": " + s.message()};
   }

@@ -172,6 +172,8 @@ TEST(BenchModelCli, BadFlagsExitOneWithOneLine) {
       "bench model " + kModel + " -m " + kModel,
       "bench model /nonexistent/model.gguf" + kTiny,
       "bench model " + kModel + " --clock sundial",
+      "bench model " + kModel + " --profile-nodes=yes",
+      "bench model --profile-nodes",
       "bench nothing",
   };
   for (const std::string& c : cases) {

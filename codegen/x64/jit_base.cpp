@@ -69,8 +69,7 @@ void JitKernelBase::stream_groups(int streams, int64_t group_stride, const Reg64
     test(rax, rax);
   };
   // From the run length in rax: delta and the end of the first run.
-  auto setup = [&](int ns) {
-    (void)ns;
+  auto setup = [&] {
     imul(delta, rax, static_cast<int>(group_stride));
     add(rax, group);
     mov(qword[rsp + slot + 8], rax);
@@ -99,7 +98,7 @@ void JitKernelBase::stream_groups(int streams, int64_t group_stride, const Reg64
     Label two_first, two, two_walk;
     run_length(4);
     jz(two_first, T_NEAR);
-    setup(4);
+    setup();
     if (start) start(4);
     walk(4);
     run_length(2);
@@ -109,19 +108,19 @@ void JitKernelBase::stream_groups(int streams, int64_t group_stride, const Reg64
     run_length(2);
     jz(single, T_NEAR);
     if (start) {
-      setup(2);
+      setup();
       start(2);
       jmp(two_walk, T_NEAR);
     }
     L(two);
-    setup(2);
+    setup();
     L(two_walk);
     walk(2);
     jmp(leftover, T_NEAR);
   } else if (streams == 2) {
     run_length(2);
     jz(single, T_NEAR);
-    setup(2);
+    setup();
     if (start) start(2);
     walk(2);
     jmp(leftover, T_NEAR);
