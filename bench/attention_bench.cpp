@@ -6,6 +6,9 @@
 // copies of it filling 64 MiB, as a model's layers do, so every iteration reads its cache from
 // memory. Counter: multiply-adds per second (scores over 576-wide rows plus values over 512
 // columns, per head and position).
+// Also the F16 cache's row conversions of a 512-token prompt's rows (512 x 576 elements): to F16
+// when the rows are stored, back to F32 for the prompt-sized products, reference against
+// AVX-512 (counter: elements per second).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -18,6 +21,7 @@
 #include "ir/graph.h"
 #include "kernels/formats.h"
 #include "runtime/fast_attention.h"
+#include "runtime/kv_f16.h"
 
 namespace zenmoe {
 namespace {
@@ -103,6 +107,28 @@ void Shapes(benchmark::internal::Benchmark* b) {
     for (int64_t h : {16, 64})
       for (int64_t n : {512, 4096}) b->Args({h, n, stream});
 }
+
+// round 1: F32 to F16 (store), 0: F16 to F32 (widen); fast 1: AVX-512, 0: the reference.
+void BM_KvF16Rows(benchmark::State& state) {
+  const bool round = state.range(0) != 0, fast = state.range(1) != 0;
+  if (fast && !isa::host_supports(isa::IsaLevel::kAvx512)) return state.SkipWithError("host lacks AVX-512");
+  constexpr int64_t n = 512 * kRow;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = nd(rng);
+  std::vector<f16_t> h(n);
+  kv_f16_round_row(x.data(), h.data(), n, false);
+  for (auto _ : state) {
+    if (round)
+      kv_f16_round_row(x.data(), h.data(), n, fast);
+    else
+      kv_f16_widen_row(h.data(), x.data(), n, fast);
+    benchmark::ClobberMemory();
+  }
+  state.counters["Gelem/s"] = benchmark::Counter(static_cast<double>(n) * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_KvF16Rows)->ArgNames({"round", "avx512"})->ArgsProduct({{1, 0}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_CAPTURE(BM_MlaDecode, f32, KvCacheType::F32)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MlaDecode, f16, KvCacheType::F16)->Apply(Shapes);

@@ -13,6 +13,7 @@
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/ops.h"
 #include "runtime/kv_bf16.h"
+#include "runtime/kv_f16.h"
 #include "runtime/kv_q8.h"
 #include "runtime/ref_executor_numerics.h"
 #include "runtime/thread_pool.h"
@@ -230,8 +231,8 @@ void MlaOp::store(std::span<Tensor* const> in) const {
     }
     if (kv_ == KvCacheType::F16) {
       auto* h = reinterpret_cast<f16_t*>(cache.data) + p * W;
-      for (int64_t i = 0; i < R; ++i) h[i] = ref::fp32_to_fp16(c.cf32()[t * R + i]);
-      for (int64_t i = 0; i < r; ++i) h[R + i] = ref::fp32_to_fp16(k_pe.cf32()[t * r + i]);
+      kv_f16_round_row(c.cf32() + t * R, h, R, avx512_);
+      kv_f16_round_row(k_pe.cf32() + t * r, h + R, r, avx512_);
       continue;
     }
     if (kv_ == KvCacheType::BF16) {
@@ -253,7 +254,7 @@ void MlaOp::store(std::span<Tensor* const> in) const {
       const int64_t p = pos.ci32()[t];
       float* dst = widened_.data() + p * W;
       if (kv_ == KvCacheType::F16)
-        ref::fp16_to_fp32_row(reinterpret_cast<const f16_t*>(cache.cdata) + p * W, dst, W);
+        kv_f16_widen_row(reinterpret_cast<const f16_t*>(cache.cdata) + p * W, dst, W, avx512_);
       else
         ref::bf16_to_fp32_row(reinterpret_cast<const bf16_t*>(cache.cdata) + p * W, dst, W);
     }

@@ -17,6 +17,7 @@
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/quant.h"
 #include "runtime/fast_attention.h"
+#include "runtime/kv_f16.h"
 #include "runtime/kv_q8.h"
 #include "runtime/thread_pool.h"
 
@@ -100,7 +101,7 @@ void MlaOp::widen_decompressed(int tid, int nth, std::span<Tensor* const> in) co
   if (kv_ == KvCacheType::Q8_0) {
     kv_q8_0_widen_rows(cache.cdata + rg.begin * cache.row_size(), cache.row_size(), n, W_, dst, avx512_);
   } else if (kv_ == KvCacheType::F16) {
-    ref::fp16_to_fp32_row(reinterpret_cast<const f16_t*>(cache.cdata) + rg.begin * W_, dst, n * W_);
+    kv_f16_widen_row(reinterpret_cast<const f16_t*>(cache.cdata) + rg.begin * W_, dst, n * W_, avx512_);
   } else {
     ref::bf16_to_fp32_row(reinterpret_cast<const bf16_t*>(cache.cdata) + rg.begin * W_, dst, n * W_);
   }
