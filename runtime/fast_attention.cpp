@@ -73,15 +73,6 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   auto sm = glue_kernel(glue_softmax_desc(op->scale_, target.level, cpu));
   if (!sm) return Error{sm.error()};
   op->softmax_ = *sm;
-  // Q8_0 and BF16 decode batches run their own AVX-512 kernels; only F32 / F16 caches need glue.
-  if (kv == KvCacheType::Q8_0 || kv == KvCacheType::BF16) return op;
-  const uint8_t kv_type = kv == KvCacheType::F16 ? 1 : 0;
-  auto s = glue_kernel(glue_attn_scores_desc(R + r, kv_type, target.level, cpu));
-  if (!s) return Error{s.error()};
-  auto v = glue_kernel(glue_attn_values_desc(R, kv_type, target.level, cpu));
-  if (!v) return Error{v.error()};
-  op->scores_ = *s;
-  op->values_ = *v;
   return op;
 }
 
@@ -119,31 +110,21 @@ __attribute__((target("avx512f"))) float row_max(const float* x, int64_t n) {
 
 }  // namespace
 
-// The F32 / F16 glue kernels, the Q8_0 kernels straight from the Q8_0 rows (each block widened
-// in registers: faster than widening the rows for the glue kernels, and than the F32 cache
-// itself, a third of the bytes), or the BF16 vdpbf16ps kernels (queries and probabilities
-// rounded to bf16, probabilities paired by neighbouring rows).
+// F32, F16 and Q8_0 caches: the heads-in-lanes kernels (runtime/kv_flash.h: one pass over the
+// rows, each tile widened once for all heads, online softmax); BF16: the vdpbf16ps kernels
+// (queries and probabilities rounded to bf16, probabilities paired by neighbouring rows).
 void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, float* y, AttentionScratch& sc,
                         float* smax, float* inv) const {
   const uint8_t* rows = cache.cdata + j0 * cache.row_size();
+  if (kv_ != KvCacheType::BF16) {
+    kv_flash_decode_avx512(sc.q.data(), m, rows, cache.row_size(), kv_, n, W_, R_, scale_, y, sc.flash, smax, inv);
+    return;
+  }
   const auto* bf16_rows = reinterpret_cast<const bf16_t*>(rows);
   sc.s.resize(static_cast<size_t>(m * n));
-  GlueCall c;
-  if (kv_ == KvCacheType::Q8_0) {
-    kv_q8_0_scores_avx512(sc.q.data(), m, rows, cache.row_size(), n, W_, sc.s.data(), n);
-  } else if (kv_ == KvCacheType::BF16) {
-    sc.qb.resize(static_cast<size_t>(m * W_));
-    kv_bf16_round_row(sc.q.data(), sc.qb.data(), m * W_, true);
-    kv_bf16_scores_avx512(sc.qb.data(), m, bf16_rows, W_, n, sc.s.data(), n);
-  } else {
-    c.x = sc.q.data();
-    c.x2 = reinterpret_cast<const float*>(rows);  // F32 or F16 rows (the kernel's kv type)
-    c.y = sc.s.data();
-    c.n_rows = m;
-    c.stride = W_;
-    c.n = n;
-    scores_(&c);
-  }
+  sc.qb.resize(static_cast<size_t>(m * W_));
+  kv_bf16_round_row(sc.q.data(), sc.qb.data(), m * W_, true);
+  kv_bf16_scores_avx512(sc.qb.data(), m, bf16_rows, W_, n, sc.s.data(), n);
   // The softmax scales before its maximum; fl(x * scale) grows with x for scale > 0, so the
   // largest scaled score is the largest score scaled.
   if (smax != nullptr)
@@ -151,19 +132,11 @@ void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, f
   softmax_rows(sc.s.data(), m, n, n);
   if (inv != nullptr)
     for (int64_t k = 0; k < m; ++k) inv[k] = row_max(sc.s.data() + k * n, n);
-  if (kv_ == KvCacheType::Q8_0) {
-    kv_q8_0_values_avx512(sc.s.data(), n, m, rows, cache.row_size(), n, R_, y);
-  } else if (kv_ == KvCacheType::BF16) {
-    sc.pb.resize(static_cast<size_t>(m * n));
-    sc.pairs.resize(static_cast<size_t>((n + 1) / 2 * m));
-    kv_bf16_round_row(sc.s.data(), sc.pb.data(), m * n, true);
-    kv_bf16_pairs(sc.pb.data(), n, m, n, sc.pairs.data());
-    kv_bf16_values_avx512(sc.pairs.data(), m, bf16_rows, W_, n, R_, y);
-  } else {
-    c.x = sc.s.data();
-    c.y = y;
-    values_(&c);
-  }
+  sc.pb.resize(static_cast<size_t>(m * n));
+  sc.pairs.resize(static_cast<size_t>((n + 1) / 2 * m));
+  kv_bf16_round_row(sc.s.data(), sc.pb.data(), m * n, true);
+  kv_bf16_pairs(sc.pb.data(), n, m, n, sc.pairs.data());
+  kv_bf16_values_avx512(sc.pairs.data(), m, bf16_rows, W_, n, R_, y);
 }
 
 bool MlaOp::prepare_split(int64_t T, int nth, const Tensor& pos) const {
@@ -291,10 +264,9 @@ bool MlaOp::sgemm_batch(int64_t T) const {
   // causal half only), keep up with or beat the SGEMM pair, which would first widen every
   // visible row to F32 again for each prompt chunk.
   if (kv_ == KvCacheType::BF16) return !bf16_;
-  if (kv_ == KvCacheType::F16) return scores_ == nullptr;
+  if (kv_ == KvCacheType::F16) return !avx512_;
   if (T > kMlaGlueMaxTokens) return true;
-  if (kv_ == KvCacheType::Q8_0) return !avx512_;
-  return scores_ == nullptr;
+  return !avx512_;
 }
 
 // Rows (token t, head h) = t * H + h split so that every thread gets the same causal work:

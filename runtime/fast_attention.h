@@ -17,6 +17,7 @@
 #include "kernels/ref/fp16.h"
 #include "ir/graph.h"
 #include "runtime/executor.h"
+#include "runtime/kv_flash.h"
 #include "kernels/status.h"
 #include "runtime/ref_executor_ops.h"
 
@@ -43,16 +44,17 @@ struct AttentionScratch {
   // BF16 cache, decode: queries and probabilities rounded to bf16, probabilities in pairs.
   std::vector<bf16_t, CacheLineAllocator<bf16_t>> qb, pb;
   std::vector<uint32_t, CacheLineAllocator<uint32_t>> pairs;
+  FlashScratch flash;  // F32 / F16 / Q8_0 cache, decode: heads-in-lanes attention (runtime/kv_flash.h)
 };
 
 class MlaOp {
  public:
-  // F32 cache: decode-sized batches use generated glue kernels (scores and values over the cache
-  // rows), larger ones the SGEMM pair. Without AVX-512 glue (scalar target) SGEMM serves both.
+  // F32 cache: decode-sized batches use the heads-in-lanes kernels (runtime/kv_flash.h) over the
+  // cache rows, larger ones the SGEMM pair. Without AVX-512 (scalar target) SGEMM serves both.
   // kv: the cache's element type. F16 and BF16: store() converts; batches of any size compute
-  // from those rows directly, token by token (F16: the glue kernels; BF16: vdpbf16ps with
-  // AVX512-BF16); without those kernels, every batch runs the SGEMM pair over an F32 copy of the
-  // stored rows, each row widened once when it is stored. Q8_0: store() quantises;
+  // from those rows directly, token by token (F16: the heads-in-lanes kernels; BF16: vdpbf16ps
+  // with AVX512-BF16); without those kernels, every batch runs the SGEMM pair over an F32 copy
+  // of the stored rows, each row widened once when it is stored. Q8_0: store() quantises;
   // decode-sized batches (AVX-512) compute from the Q8_0 rows directly, SGEMM batches widen
   // chunks of kKvChunkRows rows into each thread's scratch, so the cache is never held in F32.
   static Expected<std::unique_ptr<MlaOp>> create(const ir::Node& n, const ir::Graph& g, isa::Target target,
@@ -132,7 +134,7 @@ class MlaOp {
   // its own position.
   void causal_softmax(float* s, int64_t i0, int64_t i1, int64_t n_vis, int64_t H, const refexec::Tensor& pos) const;
 
-  GlueFn scores_ = nullptr, values_ = nullptr, softmax_ = nullptr;
+  GlueFn softmax_ = nullptr;
 
   // Decompressed form.
   const refexec::Tensor *q_nope_ = nullptr, *k_b_ = nullptr, *v_b_ = nullptr;
@@ -147,7 +149,7 @@ class MlaOp {
   void dequantize_head(int64_t h) const;
 };
 
-// Batches of at most this many tokens take the glue path.
+// Batches of at most this many tokens take the decode kernels (F32 and Q8_0 caches).
 inline constexpr int64_t kMlaGlueMaxTokens = 4;
 // Split decode: the fewest cache positions per thread worth a share of their own.
 inline constexpr int64_t kMlaSplitMinRows = 128;

@@ -1,4 +1,4 @@
-// Pieces shared by the KV cache attention kernels (kv_q8, kv_bf16): horizontal sums of 16
+// Pieces of the BF16 KV cache attention kernels (kv_bf16): horizontal sums of 16
 // accumulators at once, and the dispatch of a run-time head count onto kernels templated on it.
 #pragma once
 

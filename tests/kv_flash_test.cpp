@@ -1,0 +1,104 @@
+// The heads-in-lanes decode attention kernels (runtime/kv_flash.h) against a double-precision
+// softmax attention over the same rows: F32, F16 and Q8_0 rows, head counts around the lane groups
+// (1, 3, 16, 17, 40, 64, 129), row counts around the tile (1, 5, 47, 48, 49, 200), odd widths;
+// nothing written past the outputs, the softmax maximum and sum reported per head, and the
+// same bits on a second call with a used scratch.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "codegen/isa.h"
+#include "kernels/formats.h"
+#include "kernels/ref/fp16.h"
+#include "kernels/ref/quant.h"
+#include "runtime/kv_flash.h"
+
+namespace zenmoe {
+namespace {
+
+struct Shape {
+  int64_t m, n, width, v_width;
+};
+
+TEST(KvFlash, MatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
+  if (!isa::host_supports(isa::IsaLevel::kAvx512)) GTEST_SKIP() << "the kernels need AVX-512";
+  const Shape shapes[] = {{16, 200, 576, 512}, {1, 1, 576, 512}, {3, 5, 40, 32},   {17, 47, 72, 64},
+                          {40, 48, 33, 17},    {64, 49, 576, 512}, {129, 13, 24, 7}, {8, 200, 19, 19}};
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  FlashScratch sc;
+  for (const Shape& sh : shapes)
+    for (KvCacheType kv : {KvCacheType::F32, KvCacheType::F16, KvCacheType::Q8_0}) {
+      const bool half = kv == KvCacheType::F16, q8 = kv == KvCacheType::Q8_0;
+      if (q8 && sh.width % 32 != 0) continue;  // Q8_0 rows are whole blocks
+      const int64_t row_bytes = q8 ? zenmoe::row_bytes(GgmlType::Q8_0, sh.width) : sh.width * (half ? 2 : 4);
+      std::vector<uint8_t> rows(static_cast<size_t>(row_bytes * sh.n));
+      std::vector<float> rf(static_cast<size_t>(sh.width * sh.n));  // the rows' values as F32
+      for (size_t i = 0; i < rf.size(); ++i) {
+        const float x = 2.0f * nd(rng);
+        if (q8) {
+          rf[i] = x;
+        } else if (half) {
+          const f16_t h = ref::fp32_to_fp16(x);
+          std::memcpy(rows.data() + 2 * i, &h, 2);
+          rf[i] = ref::fp16_to_fp32(h);
+        } else {
+          std::memcpy(rows.data() + 4 * i, &x, 4);
+          rf[i] = x;
+        }
+      }
+      if (q8)
+        for (int64_t j = 0; j < sh.n; ++j) {
+          uint8_t* row = rows.data() + j * row_bytes;
+          float* f = rf.data() + j * sh.width;
+          ref::from_float_q8_0(f, row, sh.width);
+          ref::dequantize_row(GgmlType::Q8_0, row, f, sh.width);
+        }
+      std::vector<float> q(static_cast<size_t>(sh.m * sh.width));
+      for (float& x : q) x = nd(rng);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(sh.width));
+      const size_t ny = static_cast<size_t>(sh.m * sh.v_width);
+      std::vector<float> y(ny + 16, -9.0f), smax(static_cast<size_t>(sh.m) + 1, -9.0f),
+          inv(static_cast<size_t>(sh.m) + 1, -9.0f);
+      kv_flash_decode_avx512(q.data(), sh.m, rows.data(), row_bytes, kv, sh.n, sh.width, sh.v_width, scale, y.data(),
+                             sc, smax.data(), inv.data());
+      for (size_t i = ny; i < y.size(); ++i) ASSERT_EQ(y[i], -9.0f) << "wrote past y";
+      ASSERT_EQ(smax[static_cast<size_t>(sh.m)], -9.0f) << "wrote past smax";
+      ASSERT_EQ(inv[static_cast<size_t>(sh.m)], -9.0f) << "wrote past inv";
+      for (int64_t k = 0; k < sh.m; ++k) {
+        std::vector<double> s(static_cast<size_t>(sh.n));
+        double mx = -1e300;
+        for (int64_t j = 0; j < sh.n; ++j) {
+          double a = 0;
+          for (int64_t d = 0; d < sh.width; ++d)
+            a += static_cast<double>(q[static_cast<size_t>(k * sh.width + d)]) * rf[static_cast<size_t>(j * sh.width + d)];
+          s[static_cast<size_t>(j)] = a * scale;
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+        }
+        double sum = 0;
+        for (double& v : s) sum += (v = std::exp(v - mx));
+        const char* what = q8 ? "q8_0" : half ? "f16" : "f32";
+        EXPECT_NEAR(smax[static_cast<size_t>(k)], mx, 1e-5 * (1 + std::fabs(mx))) << what << " head " << k;
+        EXPECT_NEAR(inv[static_cast<size_t>(k)], 1 / sum, 1e-5 / sum) << what << " head " << k;
+        for (int64_t c = 0; c < sh.v_width; ++c) {
+          double want = 0;
+          for (int64_t j = 0; j < sh.n; ++j) want += s[static_cast<size_t>(j)] * rf[static_cast<size_t>(j * sh.width + c)];
+          want /= sum;
+          ASSERT_NEAR(y[static_cast<size_t>(k * sh.v_width + c)], want, 2e-5 * (1 + std::fabs(want)))
+              << what << " m " << sh.m << " n " << sh.n << " width " << sh.width << " head " << k << " column " << c;
+        }
+      }
+      // A second call through the used scratch gives the same bits.
+      std::vector<float> again(y.size(), -9.0f);
+      kv_flash_decode_avx512(q.data(), sh.m, rows.data(), row_bytes, kv, sh.n, sh.width, sh.v_width, scale,
+                             again.data(), sc);
+      EXPECT_EQ(std::memcmp(again.data(), y.data(), y.size() * sizeof(float)), 0);
+    }
+}
+
+}  // namespace
+}  // namespace zenmoe
