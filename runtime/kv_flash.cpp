@@ -156,15 +156,20 @@ ZM_AVX512 void values_block(const float* tile, int64_t width, const float* p, in
     for (int g = 0; g < GB; ++g) _mm512_store_ps(yt + (c0 + c) * lanes + 16 * (g0 + g), acc[c][g]);
 }
 
-// Lane groups [g0, g0 + GB): the whole tile's scores, then its value sums over every column
-// (CB at a time, single columns for the rest).
+// The tile is widened and scored kScoreRows rows at a time, so the scores read rows that are
+// still in L1 (12 rows of 576 floats: 27 KB).
+constexpr int64_t kScoreRows = 12;
+static_assert(kFlashTileRows % kScoreRows == 0);
+
+// Lane groups [g0, g0 + GB): the scores of kScoreRows rows, or the value sums of the tile's
+// rows over every column (CB at a time, single columns for the rest).
 template <int GB>
 struct Groups {
   // Score blocks of at most 12 rows: each row is a base pointer the loop keeps in a register.
-  static constexpr int kJB = GB == 1 ? 12 : 24 / GB, kCB = GB == 1 ? 16 : GB == 4 ? 4 : 8;
-  static_assert(kFlashTileRows % kJB == 0);
+  static constexpr int kJB = GB <= 2 ? 12 : 6, kCB = GB == 1 ? 16 : GB == 4 ? 4 : 8;
+  static_assert(kScoreRows % kJB == 0);
   ZM_AVX512 static void scores(const float* tile, int64_t width, const float* qt, int64_t lanes, int64_t g0, float* s) {
-    for (int64_t j = 0; j < kFlashTileRows; j += kJB)
+    for (int64_t j = 0; j < kScoreRows; j += kJB)
       scores_block<GB, kJB>(tile + j * width, width, qt, lanes, g0, s + j * lanes);
   }
   ZM_AVX512 static void values(const float* tile, int64_t width, int64_t v_width, const float* p, int64_t lanes,
@@ -188,9 +193,9 @@ ZM_AVX512 void by_lane_groups(int64_t ng, Fn&& fn) {
   }
 }
 
-// Rows [j0, j0 + nj) of the cache as F32 into the tile, zero rows after them up to a whole tile.
+// Rows [j0, j0 + nj) of the cache as F32 into the tile, then zero rows up to `fill` rows.
 ZM_AVX512 void widen_tile(const uint8_t* rows, int64_t row_bytes, KvCacheType kv, int64_t j0, int64_t nj,
-                          int64_t width, float* tile) {
+                          int64_t fill, int64_t width, float* tile) {
   if (kv == KvCacheType::Q8_0) kv_q8_0_widen_rows(rows + j0 * row_bytes, row_bytes, nj, width, tile, true);
   for (int64_t j = 0; j < nj && kv != KvCacheType::Q8_0; ++j) {
     const uint8_t* src = rows + (j0 + j) * row_bytes;
@@ -207,7 +212,7 @@ ZM_AVX512 void widen_tile(const uint8_t* rows, int64_t row_bytes, KvCacheType kv
       for (; i < width; ++i) dst[i] = f[i];
     }
   }
-  std::memset(tile + nj * width, 0, static_cast<size_t>((kFlashTileRows - nj) * width) * sizeof(float));
+  if (fill > nj) std::memset(tile + nj * width, 0, static_cast<size_t>((fill - nj) * width) * sizeof(float));
 }
 
 // Scales the tile's scores, folds them into the running maxima and sums (stats: max, sum,
@@ -281,14 +286,17 @@ ZM_AVX512 void decode(const float* q, int64_t m, const uint8_t* rows, int64_t ro
   std::fill(sc.yt, sc.yt + v_width * lanes, 0.0f);
   for (int64_t j0 = 0; j0 < n; j0 += kFlashTileRows) {
     const int64_t nj = std::min(kFlashTileRows, n - j0);
-    widen_tile(rows, row_bytes, kv, j0, nj, width, sc.tile);
     // The next tile's rows (contiguous) are prefetched from the value loops: one step per row of
     // each value block, ng / 4 passes of v_width / kCB blocks (at least v_width / 16 blocks).
     const int64_t next_rows = std::min(kFlashTileRows, n - j0 - nj);
     TilePrefetch pf{reinterpret_cast<const char*>(rows + (j0 + nj) * row_bytes), (next_rows * row_bytes + 63) / 64, 0};
     const int64_t steps = std::max<int64_t>(1, nj * ((ng + 3) / 4) * std::max<int64_t>(1, v_width / 16));
     pf.per = (pf.left + steps - 1) / steps;
-    by_lane_groups(ng, [&](auto grp, int64_t g0) { grp.scores(sc.tile, width, sc.qt, lanes, g0, sc.s); });
+    for (int64_t j = 0; j < nj; j += kScoreRows) {
+      float* sub = sc.tile + j * width;
+      widen_tile(rows, row_bytes, kv, j0 + j, std::min(kScoreRows, nj - j), kScoreRows, width, sub);
+      by_lane_groups(ng, [&](auto grp, int64_t g0) { grp.scores(sub, width, sc.qt, lanes, g0, sc.s + j * lanes); });
+    }
     online_softmax(sc.s, lanes, nj, scale, sc.stats);
     by_lane_groups(ng, [&](auto grp, int64_t g0) {
       grp.values(sc.tile, width, v_width, sc.s, lanes, g0, nj, sc.stats + 2 * lanes, sc.yt, pf);
