@@ -1,7 +1,6 @@
 // Decode attention (one token's MLA heads over the latent cache) per KV cache type, through the
-// fast executor's MlaOp on one thread: F32 and F16 run the heads-in-lanes kernels, BF16 the
-// vdpbf16ps kernels, Q8_0 the AVX-512 widening kernels. Heads 16 (the bench preset) and 64
-// (Kimi-K2), 512 and 4096 positions. Two regimes: `stream` 0 keeps one cache resident between
+// fast executor's MlaOp on one thread (the heads-in-lanes kernels for every cache type). Heads
+// 16 (the bench preset) and 64 (Kimi-K2), 512 and 4096 positions. Two regimes: `stream` 0 keeps one cache resident between
 // iterations (L2 / L3), so the figure is the kernels' arithmetic rate; `stream` 1 rotates over
 // copies of it filling 64 MiB, as a model's layers do, so every iteration reads its cache from
 // memory. Counter: multiply-adds per second (scores over 576-wide rows plus values over 512

@@ -57,7 +57,6 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   op->scale_ = n.attr_float("scale");
   op->kv_ = kv;
   op->avx512_ = target.level >= isa::IsaLevel::kAvx512;
-  op->bf16_ = target.level >= isa::IsaLevel::kAvx512Bf16;
   const auto R = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[0])].shape[0]);
   const auto r = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[1])].shape[0]);
   op->R_ = R;
@@ -89,54 +88,13 @@ void MlaOp::run_decode(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tens
   }
 }
 
-namespace {
 
-// Largest of n floats (n >= 1); only reached where the target has AVX-512. GCC 12 flags the
-// `_mm512_undefined_*` passthrough inside the reduction intrinsics (false positives).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-__attribute__((target("avx512f"))) float row_max(const float* x, int64_t n) {
-  __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
-  if (i < n) {
-    const auto k = static_cast<__mmask16>((1u << (n - i)) - 1);
-    m = _mm512_mask_max_ps(m, k, m, _mm512_maskz_loadu_ps(k, x + i));
-  }
-  return _mm512_reduce_max_ps(m);
-}
-#pragma GCC diagnostic pop
-
-}  // namespace
-
-// F32, F16 and Q8_0 caches: the heads-in-lanes kernels (runtime/kv_flash.h: one pass over the
-// rows, each tile widened once for all heads, online softmax); BF16: the vdpbf16ps kernels
-// (queries and probabilities rounded to bf16, probabilities paired by neighbouring rows).
+// Every cache type: the heads-in-lanes kernels (runtime/kv_flash.h: one pass over the rows, each
+// tile widened to F32 once for all heads, online softmax).
 void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, float* y, AttentionScratch& sc,
                         float* smax, float* inv) const {
-  const uint8_t* rows = cache.cdata + j0 * cache.row_size();
-  if (kv_ != KvCacheType::BF16) {
-    kv_flash_decode_avx512(sc.q.data(), m, rows, cache.row_size(), kv_, n, W_, R_, scale_, y, sc.flash, smax, inv);
-    return;
-  }
-  const auto* bf16_rows = reinterpret_cast<const bf16_t*>(rows);
-  sc.s.resize(static_cast<size_t>(m * n));
-  sc.qb.resize(static_cast<size_t>(m * W_));
-  kv_bf16_round_row(sc.q.data(), sc.qb.data(), m * W_, true);
-  kv_bf16_scores_avx512(sc.qb.data(), m, bf16_rows, W_, n, sc.s.data(), n);
-  // The softmax scales before its maximum; fl(x * scale) grows with x for scale > 0, so the
-  // largest scaled score is the largest score scaled.
-  if (smax != nullptr)
-    for (int64_t k = 0; k < m; ++k) smax[k] = row_max(sc.s.data() + k * n, n) * scale_;
-  softmax_rows(sc.s.data(), m, n, n);
-  if (inv != nullptr)
-    for (int64_t k = 0; k < m; ++k) inv[k] = row_max(sc.s.data() + k * n, n);
-  sc.pb.resize(static_cast<size_t>(m * n));
-  sc.pairs.resize(static_cast<size_t>((n + 1) / 2 * m));
-  kv_bf16_round_row(sc.s.data(), sc.pb.data(), m * n, true);
-  kv_bf16_pairs(sc.pb.data(), n, m, n, sc.pairs.data());
-  kv_bf16_values_avx512(sc.pairs.data(), m, bf16_rows, W_, n, R_, y);
+  kv_flash_decode_avx512(sc.q.data(), m, cache.cdata + j0 * cache.row_size(), cache.row_size(), kv_, n, W_, R_, scale_,
+                         y, sc.flash, smax, inv);
 }
 
 bool MlaOp::prepare_split(int64_t T, int nth, const Tensor& pos) const {
@@ -263,8 +221,7 @@ bool MlaOp::sgemm_batch(int64_t T) const {
   // BF16 and F16 rows: the decode kernels, token by token over the rows each token sees (the
   // causal half only), keep up with or beat the SGEMM pair, which would first widen every
   // visible row to F32 again for each prompt chunk.
-  if (kv_ == KvCacheType::BF16) return !bf16_;
-  if (kv_ == KvCacheType::F16) return !avx512_;
+  if (kv_ == KvCacheType::BF16 || kv_ == KvCacheType::F16) return !avx512_;
   if (T > kMlaGlueMaxTokens) return true;
   return !avx512_;
 }

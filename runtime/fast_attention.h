@@ -41,22 +41,19 @@ struct AttentionScratch {
   AlignedFloats q, s;       // per thread: query block and score block
   AlignedFloats k, v;       // decompressed form: one head's keys and values of every position
   std::vector<float> kv;    // Q8_0 cache, SGEMM path: a chunk of cache rows widened to F32
-  // BF16 cache, decode: queries and probabilities rounded to bf16, probabilities in pairs.
-  std::vector<bf16_t, CacheLineAllocator<bf16_t>> qb, pb;
-  std::vector<uint32_t, CacheLineAllocator<uint32_t>> pairs;
-  FlashScratch flash;  // F32 / F16 / Q8_0 cache, decode: heads-in-lanes attention (runtime/kv_flash.h)
+  FlashScratch flash;       // decode: heads-in-lanes attention (runtime/kv_flash.h)
 };
 
 class MlaOp {
  public:
-  // F32 cache: decode-sized batches use the heads-in-lanes kernels (runtime/kv_flash.h) over the
-  // cache rows, larger ones the SGEMM pair. Without AVX-512 (scalar target) SGEMM serves both.
-  // kv: the cache's element type. F16 and BF16: store() converts; batches of any size compute
-  // from those rows directly, token by token (F16: the heads-in-lanes kernels; BF16: vdpbf16ps
-  // with AVX512-BF16); without those kernels, every batch runs the SGEMM pair over an F32 copy
-  // of the stored rows, each row widened once when it is stored. Q8_0: store() quantises;
-  // decode-sized batches (AVX-512) compute from the Q8_0 rows directly, SGEMM batches widen
-  // chunks of kKvChunkRows rows into each thread's scratch, so the cache is never held in F32.
+  // Decode-sized batches (at most kMlaGlueMaxTokens tokens) run the heads-in-lanes kernels
+  // (runtime/kv_flash.h) over the cache rows of any type, larger ones the SGEMM pair; without
+  // AVX-512 (scalar target) SGEMM serves both. kv: the cache's element type. F16 and BF16:
+  // store() converts, and batches of any size run the decode kernels token by token over the
+  // rows each token sees; without them, every batch runs the SGEMM pair over an F32 copy of the
+  // stored rows, each row widened once when it is stored. Q8_0: store() quantises; SGEMM batches
+  // widen chunks of kKvChunkRows rows into each thread's scratch, so the cache is never held in
+  // F32.
   static Expected<std::unique_ptr<MlaOp>> create(const ir::Node& n, const ir::Graph& g, isa::Target target,
                                                  KvCacheType kv);
   // Caller thread: writes this batch's cache rows.
@@ -114,17 +111,15 @@ class MlaOp {
 
   float scale_ = 1.0f;
   KvCacheType kv_ = KvCacheType::F32;
-  bool avx512_ = false;  // the target allows AVX-512 (Q8_0 kernels)
-  bool bf16_ = false;    // the target allows AVX512-BF16 (BF16 decode kernels)
+  bool avx512_ = false;  // the target allows AVX-512 (the decode kernels)
   mutable std::vector<float> widened_;  // F16 / BF16 cache rows as F32 for the SGEMM path
   // Split decode, per thread j and head h: partial values part_y_[(j * H + h) * R ...], the
   // scaled score maximum part_max_[j * H + h] and 1 / (softmax sum) part_inv_[j * H + h] of
   // thread j's positions (part_inv_ 0: no positions).
   mutable std::vector<float> part_y_, part_max_, part_inv_;
-  // The m query rows in sc.q against cache rows [j0, j0 + n) with the decode kernels of the
-  // cache type: scores, softmax over those rows (in sc.s), values into y (m rows of R). When
-  // smax / inv are given, row k's largest scaled score goes to smax[k] and 1 / its softmax sum
-  // (its largest probability) to inv[k].
+  // The m query rows in sc.q against cache rows [j0, j0 + n) with the decode kernels: scores,
+  // softmax over those rows, values into y (m rows of R). When smax / inv are given, row k's
+  // largest scaled score goes to smax[k] and 1 / its softmax sum to inv[k].
   void decode_rows(int64_t m, int64_t j0, int64_t n, const refexec::Tensor& cache, float* y, AttentionScratch& sc,
                    float* smax = nullptr, float* inv = nullptr) const;
   int64_t R_ = 0, W_ = 0, H_ = 0;  // latent width, cache row width, heads
@@ -149,7 +144,7 @@ class MlaOp {
   void dequantize_head(int64_t h) const;
 };
 
-// Batches of at most this many tokens take the decode kernels (F32 and Q8_0 caches).
+// Batches of at most this many tokens take the decode kernels (every cache type).
 inline constexpr int64_t kMlaGlueMaxTokens = 4;
 // Split decode: the fewest cache positions per thread worth a share of their own.
 inline constexpr int64_t kMlaSplitMinRows = 128;

@@ -37,7 +37,7 @@ constexpr int64_t kRowsPerBlock = 64;  // query rows (tokens of one head) per sc
 // values); the rest goes to gathering queries, softmax and copies. With them the forms break
 // even between 192 and 320 prompt tokens from an empty cache, where the bench preset measured
 // it (prefill 0.94-0.96x at 128 and 192 tokens, 1.07x at 320, 1.09x at 512 when decompressed).
-constexpr double kAbsorbedRate = 66, kAbsorbedBf16Rate = 99, kAbsorbMatmulRate = 150;
+constexpr double kAbsorbedRate = 66, kAbsorbMatmulRate = 150;
 constexpr double kDecompressRate = 66, kScoresRate = 44, kValuesRate = 70;
 
 }  // namespace
@@ -71,8 +71,7 @@ bool MlaOp::decompressed_pays(int64_t T, int64_t n_past) const {
   const double dn = static_cast<double>(dn_), dv = static_cast<double>(dv_);
   const double vis = t * past + t * (t + 1) / 2;  // positions seen, summed over the tokens
   const double vis_blocked = vis + t * kRowsPerBlock / 2;  // a block's rows all see its last row's
-  const double absorbed_rate = kv_ == KvCacheType::BF16 && bf16_ ? kAbsorbedBf16Rate : kAbsorbedRate;
-  const double absorbed = vis * H * (W + R) / absorbed_rate + t * H * R * (dn + dv) / kAbsorbMatmulRate;
+  const double absorbed = vis * H * (W + R) / kAbsorbedRate + t * H * R * (dn + dv) / kAbsorbMatmulRate;
   const double decompressed = (past + t) * H * R * (dn + dv) / kDecompressRate +
                               vis_blocked * H * (dn + r) / kScoresRate + vis_blocked * H * dv / kValuesRate;
   return decompressed < absorbed;

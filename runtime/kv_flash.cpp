@@ -206,6 +206,13 @@ ZM_AVX512 void widen_tile(const uint8_t* rows, int64_t row_bytes, KvCacheType kv
       for (; i + 16 <= width; i += 16)
         _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
       for (; i < width; ++i) dst[i] = ref::fp16_to_fp32(h[i]);
+    } else if (kv == KvCacheType::BF16) {  // a bf16 value is the high half of its f32
+      const auto* b = reinterpret_cast<const bf16_t*>(src);
+      for (; i + 16 <= width; i += 16)
+        _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                                                            reinterpret_cast<const __m256i*>(b + i))),
+                                                        16));
+      for (; i < width; ++i) dst[i] = ref::bf16_to_fp32(b[i]);
     } else {
       const auto* f = reinterpret_cast<const float*>(src);
       for (; i + 16 <= width; i += 16) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(f + i));

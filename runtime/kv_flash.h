@@ -1,4 +1,4 @@
-// Decode attention over F32, F16 or Q8_0 cache rows with the heads in the vector lanes.
+// Decode attention over F32, F16, BF16 or Q8_0 cache rows with the heads in the vector lanes.
 //
 // The m query rows of one token (one per head) are transposed once, so that lane k of a vector
 // is head k. Per tile of cache rows (widened to F32 once, shared by every head):
@@ -39,8 +39,8 @@ struct FlashScratch {
 // Cache rows per tile (a multiple of every register block's row count).
 inline constexpr int64_t kFlashTileRows = 48;
 
-// AVX-512 F/BW only: the caller checked the ISA model. kv is F32, F16 or Q8_0 (width a multiple
-// of 32); rows are `width` elements, `row_bytes` apart. For the m query rows q_k (width floats
+// AVX-512 F/BW only: the caller checked the ISA model. kv is any cache type (Q8_0: width a
+// multiple of 32); rows are `width` elements, `row_bytes` apart. For the m query rows q_k (width floats
 // each, dense) over cache rows j < n (n >= 1): y[k * v_width + c] = sum_j softmax_j(scale *
 // q_k · row_j) * row_j[c] for c < v_width (the first v_width elements of a row are its value).
 // When smax / inv are given, smax[k] is the largest scaled score and inv[k] 1 / the sum of

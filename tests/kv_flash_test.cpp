@@ -1,5 +1,5 @@
 // The heads-in-lanes decode attention kernels (runtime/kv_flash.h) against a double-precision
-// softmax attention over the same rows: F32, F16 and Q8_0 rows, head counts around the lane groups
+// softmax attention over the same rows: F32, F16, BF16 and Q8_0 rows, head counts around the lane groups
 // (1, 3, 16, 17, 40, 64, 129), row counts around the tile (1, 5, 47, 48, 49, 200), odd widths;
 // nothing written past the outputs, the softmax maximum and sum reported per head, and the
 // same bits on a second call with a used scratch.
@@ -32,16 +32,20 @@ TEST(KvFlash, MatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   FlashScratch sc;
   for (const Shape& sh : shapes)
-    for (KvCacheType kv : {KvCacheType::F32, KvCacheType::F16, KvCacheType::Q8_0}) {
-      const bool half = kv == KvCacheType::F16, q8 = kv == KvCacheType::Q8_0;
+    for (KvCacheType kv : {KvCacheType::F32, KvCacheType::F16, KvCacheType::BF16, KvCacheType::Q8_0}) {
+      const bool half = kv == KvCacheType::F16, bf = kv == KvCacheType::BF16, q8 = kv == KvCacheType::Q8_0;
       if (q8 && sh.width % 32 != 0) continue;  // Q8_0 rows are whole blocks
-      const int64_t row_bytes = q8 ? zenmoe::row_bytes(GgmlType::Q8_0, sh.width) : sh.width * (half ? 2 : 4);
+      const int64_t row_bytes = q8 ? zenmoe::row_bytes(GgmlType::Q8_0, sh.width) : sh.width * (half || bf ? 2 : 4);
       std::vector<uint8_t> rows(static_cast<size_t>(row_bytes * sh.n));
       std::vector<float> rf(static_cast<size_t>(sh.width * sh.n));  // the rows' values as F32
       for (size_t i = 0; i < rf.size(); ++i) {
         const float x = 2.0f * nd(rng);
         if (q8) {
           rf[i] = x;
+        } else if (bf) {
+          const bf16_t b = ref::fp32_to_bf16(x);
+          std::memcpy(rows.data() + 2 * i, &b, 2);
+          rf[i] = ref::bf16_to_fp32(b);
         } else if (half) {
           const f16_t h = ref::fp32_to_fp16(x);
           std::memcpy(rows.data() + 2 * i, &h, 2);
@@ -81,7 +85,7 @@ TEST(KvFlash, MatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
         }
         double sum = 0;
         for (double& v : s) sum += (v = std::exp(v - mx));
-        const char* what = q8 ? "q8_0" : half ? "f16" : "f32";
+        const char* what = kv_cache_type_name(kv);
         EXPECT_NEAR(smax[static_cast<size_t>(k)], mx, 1e-5 * (1 + std::fabs(mx))) << what << " head " << k;
         EXPECT_NEAR(inv[static_cast<size_t>(k)], 1 / sum, 1e-5 / sum) << what << " head " << k;
         for (int64_t c = 0; c < sh.v_width; ++c) {
