@@ -1,7 +1,6 @@
 #include "runtime/fast_attention.h"
 
 #include <dlfcn.h>
-#include <immintrin.h>
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
@@ -87,7 +86,6 @@ void MlaOp::run_decode(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tens
     i = end;
   }
 }
-
 
 // Every cache type: the heads-in-lanes kernels (runtime/kv_flash.h: one pass over the rows, each
 // tile widened to F32 once for all heads, online softmax).

@@ -223,8 +223,8 @@ ZM_AVX512 void widen_tile(const uint8_t* rows, int64_t row_bytes, KvCacheType kv
 }
 
 // Scales the tile's scores, folds them into the running maxima and sums (stats: max, sum,
-// rescale factor per lane) and turns them into probabilities relative to the new maxima. Rows
-// past nj are zero probabilities.
+// rescale factor per lane) and turns the first nj rows into probabilities relative to the new
+// maxima (the value sums read no further).
 ZM_AVX512 void online_softmax(float* s, int64_t lanes, int64_t nj, float scale, float* stats) {
   const __m512 sc = _mm512_set1_ps(scale);
   for (int64_t l = 0; l < lanes; l += 16) {
@@ -293,8 +293,8 @@ ZM_AVX512 void decode(const float* q, int64_t m, const uint8_t* rows, int64_t ro
   std::fill(sc.yt, sc.yt + v_width * lanes, 0.0f);
   for (int64_t j0 = 0; j0 < n; j0 += kFlashTileRows) {
     const int64_t nj = std::min(kFlashTileRows, n - j0);
-    // The next tile's rows (contiguous) are prefetched from the value loops: one step per row of
-    // each value block, ng / 4 passes of v_width / kCB blocks (at least v_width / 16 blocks).
+    // The next tile's rows are prefetched from the value loops: one step per row of each value
+    // block, ng / 4 passes of v_width / kCB blocks (at least v_width / 16 blocks).
     const int64_t next_rows = std::min(kFlashTileRows, n - j0 - nj);
     TilePrefetch pf{reinterpret_cast<const char*>(rows + (j0 + nj) * row_bytes), (next_rows * row_bytes + 63) / 64, 0};
     const int64_t steps = std::max<int64_t>(1, nj * ((ng + 3) / 4) * std::max<int64_t>(1, v_width / 16));
