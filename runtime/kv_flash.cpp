@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "kernels/ref/fp16.h"
+#include "runtime/kv_f16.h"
 #include "runtime/kv_q8.h"
 
 namespace zenmoe {
@@ -48,8 +49,8 @@ void FlashScratch::reserve(int64_t width, int64_t v_width, int64_t lanes) {
 
 namespace {
 
-// Compiled for AVX-512 F whatever the build flags; only called when the ISA model says the host
-// has it. GCC 12 flags the `_mm512_undefined_*` passthrough inside some intrinsics as
+// Compiled for AVX-512 F/BW whatever the build flags; only called when the ISA model says the
+// host has it. GCC 12 flags the `_mm512_undefined_*` passthrough inside some intrinsics as
 // maybe-uninitialised (false positives), hence the pragmas.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -193,30 +194,29 @@ ZM_AVX512 void by_lane_groups(int64_t ng, Fn&& fn) {
   }
 }
 
-// Rows [j0, j0 + nj) of the cache as F32 into the tile, then zero rows up to `fill` rows.
+// Rows [j0, j0 + nj) of the cache as F32 into the tile, then zero rows up to `fill` rows. F16
+// and Q8_0 rows use the cache's own widening (runtime/kv_f16.h, runtime/kv_q8.h).
 ZM_AVX512 void widen_tile(const uint8_t* rows, int64_t row_bytes, KvCacheType kv, int64_t j0, int64_t nj,
                           int64_t fill, int64_t width, float* tile) {
-  if (kv == KvCacheType::Q8_0) kv_q8_0_widen_rows(rows + j0 * row_bytes, row_bytes, nj, width, tile, true);
-  for (int64_t j = 0; j < nj && kv != KvCacheType::Q8_0; ++j) {
-    const uint8_t* src = rows + (j0 + j) * row_bytes;
-    float* dst = tile + j * width;
-    int64_t i = 0;
-    if (kv == KvCacheType::F16) {
-      const auto* h = reinterpret_cast<const f16_t*>(src);
-      for (; i + 16 <= width; i += 16)
-        _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
-      for (; i < width; ++i) dst[i] = ref::fp16_to_fp32(h[i]);
-    } else if (kv == KvCacheType::BF16) {  // a bf16 value is the high half of its f32
-      const auto* b = reinterpret_cast<const bf16_t*>(src);
-      for (; i + 16 <= width; i += 16)
-        _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
-                                                            reinterpret_cast<const __m256i*>(b + i))),
-                                                        16));
-      for (; i < width; ++i) dst[i] = ref::bf16_to_fp32(b[i]);
-    } else {
-      const auto* f = reinterpret_cast<const float*>(src);
-      for (; i + 16 <= width; i += 16) _mm512_storeu_ps(dst + i, _mm512_loadu_ps(f + i));
-      for (; i < width; ++i) dst[i] = f[i];
+  const uint8_t* src = rows + j0 * row_bytes;
+  if (kv == KvCacheType::Q8_0) {
+    kv_q8_0_widen_rows(src, row_bytes, nj, width, tile, true);
+  } else {
+    for (int64_t j = 0; j < nj; ++j, src += row_bytes) {
+      float* dst = tile + j * width;
+      if (kv == KvCacheType::F16) {
+        kv_f16_widen_row(reinterpret_cast<const f16_t*>(src), dst, width, true);
+      } else if (kv == KvCacheType::BF16) {  // a bf16 value is the high half of its f32
+        const auto* b = reinterpret_cast<const bf16_t*>(src);
+        int64_t i = 0;
+        for (; i + 16 <= width; i += 16)
+          _mm512_storeu_si512(dst + i, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                                                              reinterpret_cast<const __m256i*>(b + i))),
+                                                          16));
+        for (; i < width; ++i) dst[i] = ref::bf16_to_fp32(b[i]);
+      } else {
+        std::memcpy(dst, src, static_cast<size_t>(width) * sizeof(float));
+      }
     }
   }
   if (fill > nj) std::memset(tile + nj * width, 0, static_cast<size_t>((fill - nj) * width) * sizeof(float));
