@@ -31,8 +31,7 @@ const char* glue_op_name(GlueOp op) {
     case GlueOp::kRope: return "rope";
     case GlueOp::kSoftmax: return "softmax";
     case GlueOp::kRouter: return "router";
-    case GlueOp::kAttnScores: return "attnscores";
-    case GlueOp::kAttnValues: return "attnvalues";
+    case GlueOp::kAttnDecode: return "attndecode";
   }
   return "unknown";
 }
@@ -108,10 +107,12 @@ GlueDesc used_fields(const GlueDesc& d) {
       u.n_groups = d.n_groups;
       u.n_group_used = d.n_group_used;
       break;
-    case GlueOp::kAttnScores:
-    case GlueOp::kAttnValues:
+    case GlueOp::kAttnDecode:
       u.n = d.n;
       u.kv_type = d.kv_type;
+      u.scale = d.scale;
+      u.heads = d.heads;
+      u.v_width = d.v_width;
       break;
   }
   return u;
@@ -190,10 +191,17 @@ Status check_op(const GlueDesc& d, const std::string& name) {
       if (!std::isfinite(d.scale)) return Error{name + ": scale must be finite"};
       return Status::ok();
     case GlueOp::kRouter: return check_router(d, name);
-    case GlueOp::kAttnScores:
-    case GlueOp::kAttnValues:
-      if (d.n <= 0 || d.n > 4096) return Error{name + ": head dimension " + std::to_string(d.n) + " not in 1..4096"};
-      if (d.kv_type > 1) return Error{name + ": cache type " + std::to_string(d.kv_type) + " is not 0 (f32) or 1 (f16)"};
+    case GlueOp::kAttnDecode:
+      if (d.isa < isa::IsaLevel::kAvx512) return Error{name + ": needs AVX-512 (the heads are vector lanes)"};
+      if (d.n <= 0 || d.n > 4096) return Error{name + ": row width " + std::to_string(d.n) + " not in 1..4096"};
+      if (d.v_width <= 0 || d.v_width > d.n)
+        return Error{name + ": value width " + std::to_string(d.v_width) + " not in 1.." + std::to_string(d.n)};
+      if (d.heads <= 0 || d.heads > 4096) return Error{name + ": heads " + std::to_string(d.heads) + " not in 1..4096"};
+      if (d.kv_type > 3)
+        return Error{name + ": cache type " + std::to_string(d.kv_type) + " is not 0 (f32), 1 (f16), 2 (bf16) or 3 (q8_0)"};
+      if (d.kv_type == 3 && d.n % 32 != 0)
+        return Error{name + ": q8_0 cache rows need a width multiple of 32, got " + std::to_string(d.n)};
+      if (!std::isfinite(d.scale)) return Error{name + ": scale must be finite"};
       return Status::ok();
   }
   return Error{name + ": unknown op"};
@@ -211,8 +219,9 @@ std::string glue_name(const GlueDesc& d) {
   if (d.op == GlueOp::kRope) s += "_d" + std::to_string(d.rope_dims);
   else if (d.op == GlueOp::kWeightedSum) s += "_n" + std::to_string(d.n) + "_k" + std::to_string(d.top_k);
   else if (d.op == GlueOp::kRouter) s += "_e" + std::to_string(d.n) + "_k" + std::to_string(d.top_k);
-  else if (d.op == GlueOp::kAttnScores || d.op == GlueOp::kAttnValues)
-    s += std::string(d.kv_type ? "_f16" : "_f32") + "_d" + std::to_string(d.n);
+  else if (d.op == GlueOp::kAttnDecode)
+    s += std::string("_") + (d.kv_type == 0 ? "f32" : d.kv_type == 1 ? "f16" : d.kv_type == 2 ? "bf16" : "q8_0") + "_h" +
+         std::to_string(d.heads) + "_d" + std::to_string(d.n) + "_v" + std::to_string(d.v_width);
   else if (d.op != GlueOp::kSoftmax) s += "_n" + std::to_string(d.n);
   s += "__";
   s += isa::level_name(d.isa);
@@ -288,16 +297,27 @@ GlueDesc glue_softmax_desc(float scale, isa::IsaLevel level, GlueCpu cpu) {
   return d;
 }
 
-GlueDesc glue_attn_scores_desc(int32_t dim, uint8_t kv_type, isa::IsaLevel level, GlueCpu cpu) {
-  GlueDesc d = base_desc(GlueOp::kAttnScores, dim, level, cpu);
+GlueDesc glue_attn_decode_desc(int32_t heads, int32_t width, int32_t v_width, uint8_t kv_type, float scale,
+                               isa::IsaLevel level, GlueCpu cpu) {
+  GlueDesc d = base_desc(GlueOp::kAttnDecode, width, level, cpu);
+  d.heads = heads;
+  d.v_width = v_width;
   d.kv_type = kv_type;
+  d.scale = scale;
   return d;
 }
 
-GlueDesc glue_attn_values_desc(int32_t dim, uint8_t kv_type, isa::IsaLevel level, GlueCpu cpu) {
-  GlueDesc d = base_desc(GlueOp::kAttnValues, dim, level, cpu);
-  d.kv_type = kv_type;
-  return d;
+GlueAttnLayout glue_attn_layout(const GlueDesc& d) {
+  auto lines = [](int64_t f) { return (f + 15) / 16 * 16; };
+  GlueAttnLayout l;
+  l.lanes = (int64_t{d.heads} + 15) / 16 * 16;
+  l.qt = 0;
+  l.tile = l.qt + lines(int64_t{d.n} * l.lanes);
+  l.s = l.tile + lines(kGlueAttnTileRows * d.n);
+  l.yt = l.s + kGlueAttnTileRows * l.lanes;
+  l.stats = l.yt + int64_t{d.v_width} * l.lanes;
+  l.floats = l.stats + 3 * l.lanes;
+  return l;
 }
 
 GlueDesc glue_rope_desc(const ref::RopeParams& p, isa::IsaLevel level, GlueCpu cpu) {

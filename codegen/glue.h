@@ -46,16 +46,19 @@ enum class GlueOp : uint8_t {
   // unbiased probabilities, optionally normalised, times scale (ref::route). Writes ids
   // i32[top_k] to call.ids and weights f32[top_k] to call.y per token.
   kRouter = 7,
-  // MLA attention, absorbed form, scores: y[h*call.n + s] = dot(x[h*n .. +n], cache row s)
-  // for heads h < n_rows and cache rows s < call.n; row s starts at x2 + s*stride elements
-  // of desc.kv_type (f32 or f16; x2 is cast). Unscaled: kSoftmax applies the scale.
-  kAttnScores = 8,
-  // MLA attention values: y[h*n .. +n] = sum over s < call.n, in order, of
-  // x[h*call.n + s] * (first n elements of cache row s), products rounded then added (as the
-  // reference executor's attend()). x = probabilities from kSoftmax.
-  kAttnValues = 9,
+  // MLA decode attention, absorbed form, with the heads in the vector lanes (AVX-512 only).
+  // For the n_rows (1..desc.heads) query rows of one token, x (n floats each, dense), over the
+  // cache rows j < call.n (at least 1), row j at x2 + j * call.stride bytes, of desc.kv_type
+  // (0 f32, 1 f16, 2 bf16, 3 q8_0) and n elements:
+  //   y[k * v_width + c] = sum_j softmax_j(scale * x_k · row_j) * row_j[c],   c < v_width.
+  // The queries are transposed once (lane k of a vector is head k); the rows are walked once
+  // in tiles of kGlueAttnTileRows, widened to f32 once for every head; the softmax is online.
+  // call.q: working memory of glue_attn_layout(desc).floats floats, 64-byte aligned; after
+  // the call its `stats` piece holds per head k the largest scaled score (stats[k]), the
+  // softmax sum (stats[lanes + k]) and 1 / that sum (stats[2 * lanes + k]).
+  kAttnDecode = 8,
 };
-inline constexpr int kGlueOpCount = 10;
+inline constexpr int kGlueOpCount = 9;
 
 // Quantised output of kRmsNorm / kSwiglu (Q8_K only) and the format of kQuantize.
 enum class GlueQuant : uint8_t { kNone = 0, kQ8K = 1, kQ80 = 2 };
@@ -71,7 +74,7 @@ inline constexpr uint8_t kGlueNormWeights = 4; // kRouter: divide weights by the
 
 // Bumped whenever the generator emits different code for the same descriptor, so cached
 // objects of an older generator are never loaded for a newer one.
-inline constexpr uint16_t kGlueGeneratorVersion = 3;
+inline constexpr uint16_t kGlueGeneratorVersion = 4;
 
 // The only input of glue code generation. Trivially copyable, no padding: its bytes are the
 // cache key. Fields an op does not use must stay at their defaults (validate() checks).
@@ -83,10 +86,10 @@ struct GlueDesc {
   isa::IsaLevel isa = isa::IsaLevel::kScalar;  // instruction set cap (vector width follows)
   GlueCpu cpu = GlueCpu::kHost;
   uint8_t gating = 2;        // kRouter: 1 softmax, 2 sigmoid (gguf expert_gating_func)
-  uint8_t kv_type = 0;       // kAttnScores / kAttnValues: cache element type, 0 f32, 1 f16
+  uint8_t kv_type = 0;       // kAttnDecode: cache element type, 0 f32, 1 f16, 2 bf16, 3 q8_0
   int32_t n = 0;             // row length (0 for kSoftmax: its length is call.n; n_expert for kRouter)
   float eps = 0.0f;          // kRmsNorm
-  float scale = 1.0f;        // kSoftmax: logit scale; kRouter: expert_weights_scale (0 or 1: none)
+  float scale = 1.0f;        // kSoftmax, kAttnDecode: logit scale; kRouter: expert_weights_scale (0 or 1: none)
   int32_t top_k = 0;         // kRouter: experts used; kWeightedSum: terms per row
   int32_t n_groups = 1;      // kRouter: expert groups (group-limited routing when > 1)
   int32_t n_group_used = 1;  // kRouter: groups kept
@@ -95,11 +98,13 @@ struct GlueDesc {
   float freq_base = 0.0f, freq_scale = 0.0f;
   int32_t n_ctx_orig = 0;
   float ext_factor = 0.0f, attn_factor = 0.0f, beta_fast = 0.0f, beta_slow = 0.0f;
+  int32_t heads = 0;         // kAttnDecode: query rows the kernel is laid out for
+  int32_t v_width = 0;       // kAttnDecode: value columns (the first v_width of a row)
   uint16_t version = kGlueGeneratorVersion;
   uint16_t reserved1 = 0;
 };
 static_assert(std::is_trivially_copyable_v<GlueDesc>);
-static_assert(sizeof(GlueDesc) == 68, "GlueDesc must have no padding: its bytes are the cache key");
+static_assert(sizeof(GlueDesc) == 76, "GlueDesc must have no padding: its bytes are the cache key");
 
 bool operator==(const GlueDesc& a, const GlueDesc& b);
 inline bool operator!=(const GlueDesc& a, const GlueDesc& b) { return !(a == b); }
@@ -126,9 +131,23 @@ GlueDesc glue_swiglu_desc(int32_t n, bool write_f32, GlueQuant quant, isa::IsaLe
 GlueDesc glue_add_desc(int32_t n, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
 GlueDesc glue_weighted_sum_desc(int32_t n, int32_t terms, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
 GlueDesc glue_softmax_desc(float scale, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
-// MLA pieces: dot length (scores) or value width (values), cache element type 0 f32 / 1 f16.
-GlueDesc glue_attn_scores_desc(int32_t dim, uint8_t kv_type, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
-GlueDesc glue_attn_values_desc(int32_t dim, uint8_t kv_type, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
+// MLA decode attention over `heads` query rows, cache rows of `width` elements of kv_type (0 f32,
+// 1 f16, 2 bf16, 3 q8_0), values the first v_width of them, scores scaled by `scale`.
+GlueDesc glue_attn_decode_desc(int32_t heads, int32_t width, int32_t v_width, uint8_t kv_type, float scale,
+                               isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
+// kAttnDecode's working memory, in floats from a 64-byte aligned base; every piece starts on
+// a cache line.
+inline constexpr int64_t kGlueAttnTileRows = 48;  // cache rows per tile
+struct GlueAttnLayout {
+  int64_t lanes = 0;  // heads rounded up to whole vectors of 16
+  int64_t qt = 0;     // queries transposed: [n][lanes]
+  int64_t tile = 0;   // widened cache rows: [kGlueAttnTileRows][n]
+  int64_t s = 0;      // scores, then probabilities, of a tile: [kGlueAttnTileRows][lanes]
+  int64_t yt = 0;     // value sums: [v_width][lanes]
+  int64_t stats = 0;  // maxima, sums, 1 / sums (rescale factors during the call): 3 x lanes
+  int64_t floats = 0;
+};
+GlueAttnLayout glue_attn_layout(const GlueDesc& d);
 GlueDesc glue_rope_desc(const ref::RopeParams& p, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
 // The router of `c` (gating, counts, groups, norm, scale); `bias`: a selection bias is passed.
 GlueDesc glue_router_desc(const ref::RouterConfig& c, bool bias, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
@@ -139,12 +158,13 @@ struct GlueCall {
   const float* x2 = nullptr;  // second input: SwiGLU up, add rhs, router bias (n_expert)
   const float* w = nullptr;   // rms_norm weight (n); weighted-sum weights (n_rows * terms)
   float* y = nullptr;         // f32 output (rows of n; RoPE heads; router weights [top_k])
-  void* q = nullptr;          // quantised output: row r at q + r * row_bytes(quant, n)
+  void* q = nullptr;          // quantised output: row r at q + r * row_bytes(quant, n);
+                              // kAttnDecode: working memory
   int32_t* ids = nullptr;     // router: expert ids, top_k per token
   int64_t n_rows = 0;         // rows / heads / tokens
   int64_t stride = 0;         // kRope, kSoftmax: floats between rows; kWeightedSum: between terms;
-                              // kAttn*: cache elements between cache rows
-  int64_t n = 0;              // kSoftmax: row length; kAttn*: cache rows (visible positions)
+                              // kAttnDecode: bytes between cache rows
+  int64_t n = 0;              // kSoftmax: row length; kAttnDecode: cache rows (visible positions)
   int64_t n_visible = 0;      // kSoftmax: entries at index >= n_visible are masked (1..n)
   int64_t pos = 0;            // kRope: token position
 };

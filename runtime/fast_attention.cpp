@@ -71,6 +71,12 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   auto sm = glue_kernel(glue_softmax_desc(op->scale_, target.level, cpu));
   if (!sm) return Error{sm.error()};
   op->softmax_ = *sm;
+  const uint8_t kv_code = kv == KvCacheType::F32 ? 0 : kv == KvCacheType::F16 ? 1 : kv == KvCacheType::BF16 ? 2 : 3;
+  const GlueDesc ad = glue_attn_decode_desc(static_cast<int32_t>(op->H_), R + r, R, kv_code, op->scale_, target.level, cpu);
+  auto at = glue_kernel(ad);
+  if (!at) return Error{at.error()};
+  op->attn_ = *at;
+  op->attn_layout_ = glue_attn_layout(ad);
   return op;
 }
 
@@ -87,12 +93,22 @@ void MlaOp::run_decode(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tens
   }
 }
 
-// Every cache type: the heads-in-lanes kernels (runtime/kv_flash.h: one pass over the rows, each
-// tile widened to F32 once for all heads, online softmax).
+// Every cache type: the generated heads-in-lanes kernel (GlueOp::kAttnDecode: one pass over the
+// rows, each tile widened to F32 once for all heads, online softmax).
 void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, float* y, AttentionScratch& sc,
                         float* smax, float* inv) const {
-  kv_flash_decode_avx512(sc.q.data(), m, cache.cdata + j0 * cache.row_size(), cache.row_size(), kv_, n, W_, R_, scale_,
-                         y, sc.flash, smax, inv);
+  if (sc.flash.size() < static_cast<size_t>(attn_layout_.floats)) sc.flash.resize(static_cast<size_t>(attn_layout_.floats));
+  const GlueCall c{.x = sc.q.data(),
+                   .x2 = reinterpret_cast<const float*>(cache.cdata + j0 * cache.row_size()),
+                   .y = y,
+                   .q = sc.flash.data(),
+                   .n_rows = m,
+                   .stride = cache.row_size(),
+                   .n = n};
+  attn_(&c);
+  const float* stats = sc.flash.data() + attn_layout_.stats;
+  if (smax != nullptr) std::copy(stats, stats + m, smax);
+  if (inv != nullptr) std::copy(stats + 2 * attn_layout_.lanes, stats + 2 * attn_layout_.lanes + m, inv);
 }
 
 bool MlaOp::prepare_split(int64_t T, int nth, const Tensor& pos) const {

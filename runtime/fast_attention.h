@@ -17,7 +17,6 @@
 #include "kernels/ref/fp16.h"
 #include "ir/graph.h"
 #include "runtime/executor.h"
-#include "runtime/kv_flash.h"
 #include "kernels/status.h"
 #include "runtime/ref_executor_ops.h"
 
@@ -41,13 +40,13 @@ struct AttentionScratch {
   AlignedFloats q, s;       // per thread: query block and score block
   AlignedFloats k, v;       // decompressed form: one head's keys and values of every position
   std::vector<float> kv;    // Q8_0 cache, SGEMM path: a chunk of cache rows widened to F32
-  FlashScratch flash;       // decode: heads-in-lanes attention (runtime/kv_flash.h)
+  AlignedFloats flash;      // decode: the generated attention kernel's working memory
 };
 
 class MlaOp {
  public:
-  // Decode-sized batches (at most kMlaGlueMaxTokens tokens) run the heads-in-lanes kernels
-  // (runtime/kv_flash.h) over the cache rows of any type, larger ones the SGEMM pair; without
+  // Decode-sized batches (at most kMlaGlueMaxTokens tokens) run the generated heads-in-lanes
+  // kernel (GlueOp::kAttnDecode) over the cache rows of any type, larger ones the SGEMM pair; without
   // AVX-512 (scalar target) SGEMM serves both. kv: the cache's element type. F16 and BF16:
   // store() converts, and batches of any size run the decode kernels token by token over the
   // rows each token sees; without them, every batch runs the SGEMM pair over an F32 copy of the
@@ -130,6 +129,8 @@ class MlaOp {
   void causal_softmax(float* s, int64_t i0, int64_t i1, int64_t n_vis, int64_t H, const refexec::Tensor& pos) const;
 
   GlueFn softmax_ = nullptr;
+  GlueFn attn_ = nullptr;       // decode attention (kAttnDecode) for H_ heads over this cache type
+  GlueAttnLayout attn_layout_;  // its working memory
 
   // Decompressed form.
   const refexec::Tensor *q_nope_ = nullptr, *k_b_ = nullptr, *v_b_ = nullptr;

@@ -37,8 +37,8 @@ constexpr int64_t kRowsPerBlock = 64;  // query rows (tokens of one head) per sc
 // values); the rest goes to gathering queries, softmax and copies. With them the forms break
 // even between 192 and 320 prompt tokens from an empty cache, where the bench preset measured
 // it (prefill 0.94-0.96x at 128 and 192 tokens, 1.07x at 320, 1.09x at 512 when decompressed).
-// The absorbed rate was measured with the decode kernels that preceded runtime/kv_flash.h; at
-// 16 heads those reach 1.0-1.4x it (BM_MlaDecode, an Intel host), and there the decompressed
+// The absorbed rate was measured with the decode kernels that preceded the heads-in-lanes
+// ones (GlueOp::kAttnDecode); at 16 heads those reach 1.0-1.4x it (BM_MlaDecode, an Intel host), and there the decompressed
 // form still won from 320 tokens on (bench model, --mla absorbed against decompressed).
 constexpr double kAbsorbedRate = 66, kAbsorbMatmulRate = 150;
 constexpr double kDecompressRate = 66, kScoresRate = 44, kValuesRate = 70;

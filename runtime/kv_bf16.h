@@ -1,5 +1,5 @@
 // BF16 rows of the MLA latent cache. The cache keeps a row per position as `width` bf16
-// values. Attention widens them to F32 a tile at a time (runtime/kv_flash.h), token by token for
+// values. Attention widens them to F32 a tile at a time (the generated GlueOp::kAttnDecode), token by token for
 // prompts too; targets without AVX-512 keep an F32 copy of the rows for SGEMM.
 #pragma once
 

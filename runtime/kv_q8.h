@@ -1,6 +1,6 @@
 // Q8_0 rows of the MLA latent cache (ggml's block: 32 int8 codes and one F16 scale). The cache
 // keeps a row per position as row_bytes(Q8_0, width) bytes. Decode-sized attention widens a tile
-// of rows at a time (runtime/kv_flash.h); larger batches widen a few hundred rows at a time into
+// of rows at a time (the generated GlueOp::kAttnDecode); larger batches widen a few hundred rows at a time into
 // F32 scratch for SGEMM, so the full cache is never held in F32.
 #pragma once
 

@@ -29,9 +29,8 @@ void emit_weighted_sum(Kit& k, const GlueDesc& d, const Args& a);
 void emit_rope(Kit& k, const GlueDesc& d, const Args& a);
 void emit_softmax(Kit& k, const GlueDesc& d, const Args& a);
 void emit_router(Kit& k, const GlueDesc& d, const Args& a);
-// MLA attention pieces (glue_mla.cpp).
-void emit_attn_scores(Kit& k, const GlueDesc& d, const Args& a);
-void emit_attn_values(Kit& k, const GlueDesc& d, const Args& a);
+// MLA decode attention, heads in the vector lanes (glue_mla.cpp).
+void emit_attn_decode(Kit& k, const GlueDesc& d, const Args& a);
 // One softmax row of length n (i64) with `n_visible` entries kept: x -> y, both float*.
 void emit_softmax_row(Kit& k, float scale, llvm::Value* x, llvm::Value* y, llvm::Value* n, llvm::Value* n_visible);
 

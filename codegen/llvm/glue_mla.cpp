@@ -1,15 +1,22 @@
-// MLA attention pieces (absorbed form): scores q·K over the compressed cache and the
-// probability-weighted sum of cache rows, for the query rows (heads) of one token.
-// Both walk the cache in tiles of rows so each cache row is read from memory once for all
-// heads and then served from L1, and both are register-blocked over heads and cache rows
-// (scores) or heads and value chunks (values): every cache vector loaded serves several
-// heads, every query vector or probability several cache vectors.
-// A layer's cache was last read a whole forward pass ago, so it streams from DRAM, and the
-// hardware prefetcher alone keeps too few lines in flight for rows read side by side. The
-// first head block prefetches the rows ahead of the ones it reads, at the columns it reads,
-// one vector at a time: spread over the work instead of one burst per tile, which filled the
-// core's miss buffers and stalled it (decode over a cache in DRAM ran 1.3-2x slower that way).
+// MLA decode attention (absorbed form) with the heads in the vector lanes: kAttnDecode.
+//
+// One token's query rows (one per head) are transposed once, so that lane k of a vector is
+// head k. The cache rows are then walked once, in tiles of kGlueAttnTileRows; per tile:
+//   widen    kScoreRows rows at a time to f32 (f16 by vcvtph2ps, bf16 by a shift, q8_0 blocks
+//            by their scale), each group scored at once while it is still in L1;
+//   scores   S[j][k] = q_k · row_j: each row element is one broadcast multiplied into every
+//            head's lane at once, with no horizontal sums (sums added in runs of kScoreRun
+//            terms: one long chain of single additions loses more to rounding);
+//   softmax  online: the running maxima, sums and rescale factors are vectors over the heads;
+//   values   Yt[c][k] = Yt[c][k] * alpha[k] + sum_j P[j][k] * row_j[c], register-blocked over
+//            columns x lane groups; each row step also prefetches a few lines of the next tile
+//            (spread over the work: a burst of prefetches fills the core's miss buffers and
+//            stalls it until they land).
+// Finally Yt (columns by heads) is divided by the sums and transposed into y. The row width,
+// value width, lane groups and scale are constants of the descriptor, so every row offset in
+// the register blocks is an immediate.
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include <llvm/IR/Constants.h>
@@ -23,214 +30,294 @@ using llvm::Value;
 
 namespace {
 
-constexpr int64_t kScoreTile = 8;   // cache rows per scores tile (8 x 576 f32: 18 KB)
-constexpr int64_t kValueTile = 64;  // cache rows per values tile (64 x 4 chunks: 16 KB of f32)
-constexpr int64_t kPrefetchRows = 16;  // scores: rows ahead of the ones being read (values: one tile)
-constexpr int kPrefetchLocality = 3;
-constexpr int kHeadBlock = 4;       // heads per register block
-constexpr int kRowBlock = 4;        // cache rows per scores block: 4 x 4 dot products
-constexpr int kChunkBlock = 4;      // value chunks (vectors) per values block: 4 x 4 sums
+constexpr int64_t kTileRows = kGlueAttnTileRows;
+constexpr int64_t kScoreRows = 12;  // rows widened and scored together (12 x 576 f32: 27 KB)
+constexpr int64_t kScoreRun = 64;
+static_assert(kTileRows % kScoreRows == 0);
 
-llvm::Type* kv_elt(Kit& k, const GlueDesc& d) { return d.kv_type ? k.b.getHalfTy() : k.f32; }
+class Flash {
+ public:
+  Flash(Kit& kit, const GlueDesc& desc, const Args& args)
+      : k(kit), b(kit.b), d(desc), a(args), L(glue_attn_layout(desc)), W(desc.n), V(desc.v_width),
+        lanes(L.lanes), ng(L.lanes / 16) {
+    qt = k.at(k.f32, a.q, k.ci64(L.qt));
+    tile = k.at(k.f32, a.q, k.ci64(L.tile));
+    s = k.at(k.f32, a.q, k.ci64(L.s));
+    yt = k.at(k.f32, a.q, k.ci64(L.yt));
+    mx = k.at(k.f32, a.q, k.ci64(L.stats));
+    sum = k.at(k.f32, a.q, k.ci64(L.stats + lanes));
+    inv = k.at(k.f32, a.q, k.ci64(L.stats + 2 * lanes));
+    pf_at = k.slot(k.i64, 1, "pf_at");
+    pf_left = k.slot(k.i64, 1, "pf_left");
+  }
 
-// Cache row `s` (i64) as a pointer to its first element.
-Value* cache_row(Kit& k, const GlueDesc& d, const Args& a, Value* s) {
-  return k.at(kv_elt(k, d), a.x2, k.b.CreateMul(s, a.stride));
-}
+  void emit() {
+    transpose_queries();
+    for (int64_t g = 0; g < ng; ++g) {
+      vstore(k.splat(-std::numeric_limits<float>::infinity()), mx, k.ci64(16 * g));
+      vstore(k.splat(0.0f), sum, k.ci64(16 * g));
+    }
+    k.loop(k.ci64(0), k.ci64(V), 1, [&](Value* c) {
+      for (int64_t g = 0; g < ng; ++g) vstore(k.splat(0.0f), yt, b.CreateAdd(b.CreateMul(c, k.ci64(lanes)), k.ci64(16 * g)));
+    });
+    k.loop(k.ci64(0), a.n, kTileRows, [&](Value* j0) { tile_pass(j0); });
+    finish();
+  }
 
-// vf cache elements at row[idx] widened to f32.
-Value* load_kv(Kit& k, const GlueDesc& d, Value* row, Value* idx, Value* mask) {
-  if (!d.kv_type) return k.load(row, idx, mask);
-  auto* vh = llvm::FixedVectorType::get(k.b.getHalfTy(), k.vf);
-  Value* p = k.at(k.b.getHalfTy(), row, idx);
-  Value* h = mask ? static_cast<Value*>(k.b.CreateMaskedLoad(vh, p, llvm::Align(2), mask,
-                                                             llvm::Constant::getNullValue(vh)))
-                  : static_cast<Value*>(k.b.CreateAlignedLoad(vh, p, llvm::Align(2)));
-  return k.b.CreateFPExt(h, k.vf32);
-}
+ private:
+  Kit& k;
+  llvm::IRBuilder<>& b;
+  const GlueDesc& d;
+  const Args& a;
+  const GlueAttnLayout L;
+  const int64_t W, V, lanes, ng;
+  Value *qt, *tile, *s, *yt, *mx, *sum, *inv;
+  llvm::AllocaInst *pf_at, *pf_left;  // next tile: byte offset of the next line to ask for, lines left
+  int64_t pf_per = 1;                  // lines per value row step
 
-Value* min64(Kit& k, Value* a, Value* b) { return k.b.CreateSelect(k.b.CreateICmpSLT(a, b), a, b); }
+  Value* vload(Value* base, Value* idx) { return k.load(base, idx, nullptr); }
+  void vstore(Value* v, Value* base, Value* idx) { k.store(v, base, idx, nullptr); }
+  Value* min64(Value* x, Value* y) { return b.CreateSelect(b.CreateICmpSLT(x, y), x, y); }
+  Value* fma(Value* x, Value* y, Value* z) { return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {k.vf32}, {x, y, z}); }
+  Value* bcast(Value* base, Value* idx) { return b.CreateVectorSplat(k.vf, k.load_f32(base, idx)); }
+  // Lanes 16 g .. 16 g + 15 as i32 indices, and those below the query rows.
+  Value* lane_ids(int64_t g) { return b.CreateAdd(k.iota(), k.splat_i32(static_cast<int32_t>(16 * g))); }
+  Value* live_lanes(int64_t g) {
+    return b.CreateICmpSLT(lane_ids(g), b.CreateVectorSplat(k.vf, b.CreateTrunc(a.n_rows, k.i32)));
+  }
+  Value* gather(Value* base, Value* idx, Value* mask) {
+    Value* ptrs = b.CreateGEP(k.f32, base, idx);
+    return b.CreateMaskedGather(k.vf32, ptrs, llvm::Align(4), mask, k.splat(0.0f));
+  }
 
-// Horizontal sums of v.size() vectors (a power of two, at most vf) at once: lane j of the
-// result (v.size() lanes) is the sum of v[j]. Pairs of vectors are folded together, each half
-// of a segment onto the other, so the additions of each vector are the ones of Kit::hsum (the
-// same pairwise tree, bit for bit) at a fraction of the shuffles.
-Value* hsum_many(Kit& k, std::vector<Value*> v) {
-  unsigned len = k.vf, seg = k.vf;  // lanes per vector, lanes per segment (one sum each)
-  for (; seg > 1; seg /= 2) {
-    std::vector<int> lo, hi;
-    const unsigned sources = v.size() > 1 ? 2 : 1;
-    for (unsigned src = 0; src < sources; ++src)
-      for (unsigned s0 = 0; s0 < len; s0 += seg)
-        for (unsigned j = 0; j < seg / 2; ++j) {
-          lo.push_back(static_cast<int>(src * len + s0 + j));
-          hi.push_back(static_cast<int>(src * len + s0 + seg / 2 + j));
+  // qt[dd][k] = x[k * W + dd] for heads k below n_rows, 0 for the padding lanes.
+  void transpose_queries() {
+    k.loop(k.ci64(0), k.ci64(W), 1, [&](Value* dd) {
+      Value* col = b.CreateVectorSplat(k.vf, b.CreateTrunc(dd, k.i32));
+      for (int64_t g = 0; g < ng; ++g) {
+        Value* idx = b.CreateAdd(b.CreateMul(lane_ids(g), k.splat_i32(static_cast<int32_t>(W))), col);
+        vstore(gather(a.x, idx, live_lanes(g)), qt, b.CreateAdd(b.CreateMul(dd, k.ci64(lanes)), k.ci64(16 * g)));
+      }
+    });
+  }
+
+  // Cache row `j` (i64) widened into dst (W floats).
+  void widen_row(Value* j, Value* dst) {
+    Value* src = k.at_bytes(a.x2, b.CreateMul(j, a.stride));
+    if (d.kv_type == 3) {  // q8_0: per block of 32, an f16 scale then 32 signed bytes
+      k.loop(k.ci64(0), k.ci64(W / 32), 1, [&](Value* blk) {
+        Value* base = k.at_bytes(src, b.CreateMul(blk, k.ci64(34)));
+        Value* scale = b.CreateFPExt(b.CreateAlignedLoad(b.getHalfTy(), base, llvm::Align(1)), k.f32);
+        Value* sv = b.CreateVectorSplat(k.vf, scale);
+        for (int64_t h = 0; h < 2; ++h) {
+          Value* q8 = b.CreateAlignedLoad(k.vi8, k.at_bytes(base, k.ci64(2 + 16 * h)), llvm::Align(1));
+          Value* f = b.CreateSIToFP(b.CreateSExt(q8, k.vi32), k.vf32);
+          vstore(b.CreateFMul(f, sv), dst, b.CreateAdd(b.CreateMul(blk, k.ci64(32)), k.ci64(16 * h)));
         }
-    std::vector<Value*> next;
-    if (sources == 1) {  // one vector left: halve its width
-      next.push_back(k.b.CreateFAdd(k.b.CreateShuffleVector(v[0], lo), k.b.CreateShuffleVector(v[0], hi)));
-      len /= 2;
-    } else {
-      for (size_t p = 0; p < v.size(); p += 2)
-        next.push_back(k.b.CreateFAdd(k.b.CreateShuffleVector(v[p], v[p + 1], lo),
-                                      k.b.CreateShuffleVector(v[p], v[p + 1], hi)));
+      });
+      return;
     }
-    v = std::move(next);
-  }
-  return v[0];
-}
-
-// Runs block(h, hb, first) over the n_rows heads: blocks of kHeadBlock, then one of 2 and one
-// of 1 for the remainder. `first` is true for exactly one block (the first), which prefetches.
-void head_blocks(Kit& k, Value* n_rows, const std::function<void(Value*, int, bool)>& block) {
-  auto& b = k.b;
-  static_assert(kHeadBlock == 4);
-  Value* h4 = b.CreateAnd(n_rows, k.ci64(~int64_t{3}));
-  Value* has4 = b.CreateICmpNE(h4, k.ci64(0));
-  k.if_then(has4, [&] { block(k.ci64(0), kHeadBlock, true); });
-  k.loop(k.ci64(kHeadBlock), h4, kHeadBlock, [&](Value* h) { block(h, kHeadBlock, false); });
-  // Fewer than four heads: the first remainder block prefetches instead.
-  Value* has2 = b.CreateICmpNE(b.CreateAnd(n_rows, k.ci64(2)), k.ci64(0));
-  k.if_then(b.CreateAnd(has2, has4), [&] { block(h4, 2, false); });
-  k.if_then(b.CreateAnd(has2, b.CreateNot(has4)), [&] { block(h4, 2, true); });
-  Value* h1 = b.CreateAnd(n_rows, k.ci64(~int64_t{1}));
-  Value* has1 = b.CreateICmpNE(b.CreateAnd(n_rows, k.ci64(1)), k.ci64(0));
-  Value* before = b.CreateICmpNE(h1, k.ci64(0));
-  k.if_then(b.CreateAnd(has1, before), [&] { block(h1, 1, false); });
-  k.if_then(b.CreateAnd(has1, b.CreateNot(before)), [&] { block(h1, 1, true); });
-}
-
-// Prefetches the cache element `idx` of row `s` (i64 values). Plain (not inbounds) address: it
-// may lie past the cache, which a prefetch never faults on.
-void prefetch_at(Kit& k, const GlueDesc& d, const Args& a, Value* s, Value* idx) {
-  auto& b = k.b;
-  const int64_t elt = d.kv_type ? 2 : 4;
-  Value* off = b.CreateMul(b.CreateAdd(b.CreateMul(s, a.stride), idx), k.ci64(elt));
-  b.CreateIntrinsic(llvm::Intrinsic::prefetch, {k.ptr},
-                    {b.CreateGEP(k.i8, a.x2, off), k.ci32(0), k.ci32(kPrefetchLocality), k.ci32(1)});
-}
-
-// y[(h + i) * n + s + r] = dot(q_{h+i}, cache row s + r) for i < hb, r < rb: hb + rb loads
-// feed hb * rb multiply-adds. With `prefetch`, rows s + kPrefetchRows + r are prefetched at the
-// columns read.
-void dot_block(Kit& k, const GlueDesc& d, const Args& a, Value* h, int hb, Value* s, int rb, bool prefetch) {
-  auto& b = k.b;
-  std::vector<Value *> q, rows;
-  std::vector<llvm::AllocaInst*> acc;
-  for (int i = 0; i < hb; ++i) q.push_back(k.at(k.f32, a.x, b.CreateMul(b.CreateAdd(h, k.ci64(i)), k.ci64(d.n))));
-  for (int r = 0; r < rb; ++r) rows.push_back(cache_row(k, d, a, b.CreateAdd(s, k.ci64(r))));
-  for (int j = 0; j < hb * rb; ++j) {
-    acc.push_back(k.slot(k.vf32, 1, "dot"));
-    b.CreateStore(k.splat(0.0f), acc.back());
-  }
-  k.vec_loop(k.ci64(d.n), [&](Value* i, Value* m) {
-    std::vector<Value *> qv, kv;
-    if (prefetch)
-      for (int r = 0; r < rb; ++r) prefetch_at(k, d, a, b.CreateAdd(s, k.ci64(kPrefetchRows + r)), i);
-    for (int r = 0; r < rb; ++r) kv.push_back(load_kv(k, d, rows[r], i, m));
-    for (int hi = 0; hi < hb; ++hi) qv.push_back(k.load(q[hi], i, m));
-    for (int hi = 0; hi < hb; ++hi)
-      for (int r = 0; r < rb; ++r) {
-        llvm::AllocaInst* slot = acc[hi * rb + r];
-        b.CreateStore(b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {k.vf32}, {qv[hi], kv[r], b.CreateLoad(k.vf32, slot)}),
-                      slot);
+    k.vec_loop(k.ci64(W), [&](Value* i, Value* mask) {
+      Value* v = nullptr;
+      if (d.kv_type == 0) {
+        v = k.load(src, i, mask);
+      } else {  // 16-bit elements: f16 converted, bf16 the high half of its f32
+        llvm::Type* et = d.kv_type == 1 ? b.getHalfTy() : k.i16;
+        auto* vt = llvm::FixedVectorType::get(et, k.vf);
+        Value* p = k.at(et, src, i);
+        Value* h = mask ? b.CreateMaskedLoad(vt, p, llvm::Align(2), mask, llvm::Constant::getNullValue(vt))
+                        : static_cast<Value*>(b.CreateAlignedLoad(vt, p, llvm::Align(2)));
+        v = d.kv_type == 1 ? b.CreateFPExt(h, k.vf32)
+                           : b.CreateBitCast(b.CreateShl(b.CreateZExt(h, k.vi32), k.splat_i32(16)), k.vf32);
       }
-  });
-  // Sums of vf accumulators (fewer when the block is smaller) per reduction; a head's rb
-  // sums are neighbouring lanes, stored as one short vector.
-  const int count = hb * rb, group = std::min(count, static_cast<int>(k.vf));
-  for (int g0 = 0; g0 < count; g0 += group) {
-    std::vector<Value*> v;
-    for (int j = g0; j < g0 + group; ++j) v.push_back(b.CreateLoad(k.vf32, acc[j]));
-    Value* sums = hsum_many(k, v);
-    for (int j = 0; j < group; j += rb) {
-      Value* y = k.at(k.f32, a.y, b.CreateAdd(b.CreateMul(b.CreateAdd(h, k.ci64((g0 + j) / rb)), a.n), s));
-      if (rb == 1) {
-        b.CreateAlignedStore(b.CreateExtractElement(sums, uint64_t(j)), y, llvm::Align(4));
-        continue;
-      }
-      std::vector<int> lanes;
-      for (int r = 0; r < rb; ++r) lanes.push_back(j + r);
-      b.CreateAlignedStore(b.CreateShuffleVector(sums, lanes), y, llvm::Align(4));
-    }
+      k.store(v, dst, i, mask);
+    });
   }
-}
 
-// y[(h + i) * d.n + c] += sum over cache rows s in [s0, s_end) of p[(h + i) * n + s] * row_s[c]
-// for i < hb and the columns c of the vectors at i0, i0 + vf, ... (one per mask; a mask is
-// nullptr for a whole vector). Each element sees its products one at a time in s order,
-// rounded product then add, as the reference `out[c] += p * v[c]` does.
-void values_block(Kit& k, const GlueDesc& d, const Args& a, Value* h, int hb, Value* i0,
-                  const std::vector<Value*>& masks, Value* s0, Value* s_end, bool prefetch) {
-  auto& b = k.b;
-  const int cb = static_cast<int>(masks.size());
-  std::vector<Value *> p, y, idx;
-  std::vector<llvm::AllocaInst*> acc;
-  for (int c = 0; c < cb; ++c) idx.push_back(b.CreateAdd(i0, k.ci64(int64_t{c} * k.vf)));
-  for (int hi = 0; hi < hb; ++hi) {
-    Value* row = b.CreateAdd(h, k.ci64(hi));
-    p.push_back(k.at(k.f32, a.x, b.CreateMul(row, a.n)));
-    y.push_back(k.at(k.f32, a.y, b.CreateMul(row, k.ci64(d.n))));
-    for (int c = 0; c < cb; ++c) {
-      acc.push_back(k.slot(k.vf32, 1, "acc"));
-      b.CreateStore(k.load(y[hi], idx[c], masks[c]), acc.back());
+  // Scores of JB widened rows from `rows` for GB lane groups from g0, added into out[j][g]
+  // (zeroed before) in runs of kScoreRun terms.
+  void scores_block(int GB, int JB, Value* rows, int64_t g0, Value* out) {
+    k.loop(k.ci64(0), k.ci64(W), kScoreRun, [&](Value* d0) {
+      Value* d1 = min64(b.CreateAdd(d0, k.ci64(kScoreRun)), k.ci64(W));
+      std::vector<llvm::AllocaInst*> acc;
+      for (int i = 0; i < JB * GB; ++i) {
+        acc.push_back(k.slot(k.vf32, 1, "sacc"));
+        b.CreateStore(k.splat(0.0f), acc.back());
+      }
+      k.loop(d0, d1, 1, [&](Value* dd) {
+        std::vector<Value*> qv;
+        Value* qrow = b.CreateMul(dd, k.ci64(lanes));
+        for (int g = 0; g < GB; ++g) qv.push_back(vload(qt, b.CreateAdd(qrow, k.ci64(16 * (g0 + g)))));
+        for (int j = 0; j < JB; ++j) {
+          Value* e = bcast(rows, b.CreateAdd(dd, k.ci64(j * W)));
+          for (int g = 0; g < GB; ++g) {
+            llvm::AllocaInst* slot = acc[static_cast<size_t>(j * GB + g)];
+            b.CreateStore(fma(e, qv[static_cast<size_t>(g)], b.CreateLoad(k.vf32, slot)), slot);
+          }
+        }
+      });
+      for (int j = 0; j < JB; ++j)
+        for (int g = 0; g < GB; ++g) {
+          Value* idx = k.ci64(j * lanes + 16 * (g0 + g));
+          vstore(b.CreateFAdd(vload(out, idx), b.CreateLoad(k.vf32, acc[static_cast<size_t>(j * GB + g)])), out, idx);
+        }
+    });
+  }
+
+  // One prefetch step: pf_per lines of the next tile while any are left.
+  void prefetch_step() {
+    Value* left = b.CreateLoad(k.i64, pf_left);
+    k.if_then(b.CreateICmpSGT(left, k.ci64(0)), [&] {
+      Value* at = b.CreateLoad(k.i64, pf_at);
+      for (int64_t i = 0; i < pf_per; ++i)  // a plain address: it may lie past the cache
+        b.CreateIntrinsic(llvm::Intrinsic::prefetch, {k.ptr},
+                          {b.CreateGEP(k.i8, a.x2, b.CreateAdd(at, k.ci64(64 * i))), k.ci32(0), k.ci32(3), k.ci32(1)});
+      b.CreateStore(b.CreateAdd(at, k.ci64(64 * pf_per)), pf_at);
+      b.CreateStore(b.CreateSub(left, k.ci64(pf_per)), pf_left);
+    });
+  }
+
+  // Value sums of CB columns from c0 for GB lane groups from g0 over the tile's nj rows.
+  void values_block(int GB, int CB, Value* c0, int64_t g0, Value* nj) {
+    std::vector<Value*> alpha;
+    for (int g = 0; g < GB; ++g) alpha.push_back(vload(inv, k.ci64(16 * (g0 + g))));
+    std::vector<llvm::AllocaInst*> acc;
+    auto yt_idx = [&](int c, int g) {
+      return b.CreateAdd(b.CreateMul(b.CreateAdd(c0, k.ci64(c)), k.ci64(lanes)), k.ci64(16 * (g0 + g)));
+    };
+    for (int c = 0; c < CB; ++c)
+      for (int g = 0; g < GB; ++g) {
+        acc.push_back(k.slot(k.vf32, 1, "vacc"));
+        b.CreateStore(b.CreateFMul(vload(yt, yt_idx(c, g)), alpha[static_cast<size_t>(g)]), acc.back());
+      }
+    k.loop(k.ci64(0), nj, 1, [&](Value* j) {
+      prefetch_step();
+      std::vector<Value*> pv;
+      Value* prow = b.CreateMul(j, k.ci64(lanes));
+      for (int g = 0; g < GB; ++g) pv.push_back(vload(s, b.CreateAdd(prow, k.ci64(16 * (g0 + g)))));
+      Value* row = b.CreateAdd(b.CreateMul(j, k.ci64(W)), c0);
+      for (int c = 0; c < CB; ++c) {
+        Value* e = bcast(tile, b.CreateAdd(row, k.ci64(c)));
+        for (int g = 0; g < GB; ++g) {
+          llvm::AllocaInst* slot = acc[static_cast<size_t>(c * GB + g)];
+          b.CreateStore(fma(e, pv[static_cast<size_t>(g)], b.CreateLoad(k.vf32, slot)), slot);
+        }
+      }
+    });
+    for (int c = 0; c < CB; ++c)
+      for (int g = 0; g < GB; ++g) vstore(b.CreateLoad(k.vf32, acc[static_cast<size_t>(c * GB + g)]), yt, yt_idx(c, g));
+  }
+
+  // fn(GB, g0) over the lane groups, four at a time, then the rest as one block.
+  template <typename Fn>
+  void by_lane_groups(Fn&& fn) {
+    int64_t g = 0;
+    for (; g + 4 <= ng; g += 4) fn(4, g);
+    if (g < ng) fn(static_cast<int>(ng - g), g);
+  }
+  // Register blocks: rows per score block and columns per value block for GB lane groups.
+  static int score_rows(int GB) { return GB <= 2 ? 12 : 6; }
+  static int value_cols(int GB) { return GB == 1 ? 16 : GB == 4 ? 4 : 8; }
+
+  // Scales the tile's scores, folds them into the running maxima and sums and turns the nj
+  // rows into probabilities relative to the new maxima; the rescale factors go to inv.
+  void online_softmax(Value* nj) {
+    const float scale = d.scale;
+    for (int64_t g = 0; g < ng; ++g) {
+      llvm::AllocaInst* mt = k.slot(k.vf32, 1, "tmax");
+      b.CreateStore(k.splat(-std::numeric_limits<float>::infinity()), mt);
+      k.loop(k.ci64(0), nj, 1, [&](Value* j) {
+        Value* idx = b.CreateAdd(b.CreateMul(j, k.ci64(lanes)), k.ci64(16 * g));
+        Value* v = b.CreateFMul(vload(s, idx), k.splat(scale));
+        vstore(v, s, idx);
+        b.CreateStore(k.vmax(b.CreateLoad(k.vf32, mt), v), mt);
+      });
+      Value* m_old = vload(mx, k.ci64(16 * g));
+      Value* m_new = k.vmax(m_old, b.CreateLoad(k.vf32, mt));
+      // On the first tile the old maximum is -inf: the factor is 0 and scales sums still 0.
+      Value* alpha = k.exp(b.CreateFSub(m_old, m_new));
+      llvm::AllocaInst* total = k.slot(k.vf32, 1, "tsum");
+      b.CreateStore(b.CreateFMul(vload(sum, k.ci64(16 * g)), alpha), total);
+      k.loop(k.ci64(0), nj, 1, [&](Value* j) {
+        Value* idx = b.CreateAdd(b.CreateMul(j, k.ci64(lanes)), k.ci64(16 * g));
+        Value* p = k.exp(b.CreateFSub(vload(s, idx), m_new));
+        vstore(p, s, idx);
+        b.CreateStore(b.CreateFAdd(b.CreateLoad(k.vf32, total), p), total);
+      });
+      vstore(m_new, mx, k.ci64(16 * g));
+      vstore(b.CreateLoad(k.vf32, total), sum, k.ci64(16 * g));
+      vstore(alpha, inv, k.ci64(16 * g));
     }
   }
-  k.loop(s0, s_end, 1, [&](Value* s) {
-    Value* row = cache_row(k, d, a, s);
-    if (prefetch)  // the same columns of the row one tile on, a line at a time
-      for (int64_t at = 0; at < int64_t{cb} * k.vf * (d.kv_type ? 2 : 4); at += 64)
-        prefetch_at(k, d, a, b.CreateAdd(s, k.ci64(kValueTile)), b.CreateAdd(i0, k.ci64(at / (d.kv_type ? 2 : 4))));
-    std::vector<Value*> v;
-    for (int c = 0; c < cb; ++c) v.push_back(load_kv(k, d, row, idx[c], masks[c]));
-    for (int hi = 0; hi < hb; ++hi) {
-      Value* ps = b.CreateVectorSplat(k.vf, k.load_f32(p[hi], s));
-      for (int c = 0; c < cb; ++c) {
-        llvm::AllocaInst* slot = acc[hi * cb + c];
-        b.CreateStore(b.CreateFAdd(b.CreateLoad(k.vf32, slot), b.CreateFMul(ps, v[c])), slot);
-      }
+
+  // Tile of rows [j0, j0 + nj): widened and scored kScoreRows at a time, softmax, values.
+  void tile_pass(Value* j0) {
+    Value* nj = min64(k.ci64(kTileRows), b.CreateSub(a.n, j0));
+    Value* after = b.CreateAdd(j0, nj);
+    Value* next_rows = min64(k.ci64(kTileRows), b.CreateSub(a.n, after));
+    b.CreateStore(b.CreateMul(after, a.stride), pf_at);
+    b.CreateStore(b.CreateSDiv(b.CreateAdd(b.CreateMul(next_rows, a.stride), k.ci64(63)), k.ci64(64)), pf_left);
+    k.loop(k.ci64(0), nj, kScoreRows, [&](Value* jj) {
+      Value* cnt = min64(k.ci64(kScoreRows), b.CreateSub(nj, jj));
+      Value* sub = k.at(k.f32, tile, b.CreateMul(jj, k.ci64(W)));
+      Value* out = k.at(k.f32, s, b.CreateMul(jj, k.ci64(lanes)));
+      k.loop(k.ci64(0), cnt, 1, [&](Value* r) {
+        widen_row(b.CreateAdd(b.CreateAdd(j0, jj), r), k.at(k.f32, sub, b.CreateMul(r, k.ci64(W))));
+      });
+      // Rows past the cache score zeros (their scores are never read).
+      k.loop(b.CreateMul(cnt, k.ci64(W)), k.ci64(kScoreRows * W), 1,
+             [&](Value* i) { k.store_f32(k.cf(0.0f), sub, i); });
+      for (int64_t i = 0; i < kScoreRows * lanes; i += 16) vstore(k.splat(0.0f), out, k.ci64(i));
+      by_lane_groups([&](int GB, int64_t g0) {
+        const int JB = score_rows(GB);
+        for (int64_t j = 0; j < kScoreRows; j += JB)
+          scores_block(GB, JB, k.at(k.f32, sub, k.ci64(j * W)), g0, k.at(k.f32, out, k.ci64(j * lanes)));
+      });
+    });
+    online_softmax(nj);
+    by_lane_groups([&](int GB, int64_t g0) {
+      const int CB = value_cols(GB);
+      const int64_t whole = V / CB * CB;
+      k.loop(k.ci64(0), k.ci64(whole), CB, [&](Value* c0) { values_block(GB, CB, c0, g0, nj); });
+      k.loop(k.ci64(whole), k.ci64(V), 1, [&](Value* c0) { values_block(GB, 1, c0, g0, nj); });
+    });
+  }
+
+  // inv = 1 / sums (0 for padding lanes); y[k][c] = yt[c][k] * inv[k] for the query rows.
+  void finish() {
+    for (int64_t g = 0; g < ng; ++g) {
+      Value* r = b.CreateFDiv(k.splat(1.0f), vload(sum, k.ci64(16 * g)));
+      vstore(b.CreateSelect(live_lanes(g), r, k.splat(0.0f)), inv, k.ci64(16 * g));
     }
-  });
-  for (int hi = 0; hi < hb; ++hi)
-    for (int c = 0; c < cb; ++c) k.store(b.CreateLoad(k.vf32, acc[hi * cb + c]), y[hi], idx[c], masks[c]);
-}
+    Value* all = llvm::ConstantInt::getTrue(llvm::FixedVectorType::get(b.getInt1Ty(), k.vf));
+    k.loop(k.ci64(0), a.n_rows, 1, [&](Value* head) {
+      Value* sc = b.CreateVectorSplat(k.vf, k.load_f32(inv, head));
+      Value* lane = b.CreateVectorSplat(k.vf, b.CreateTrunc(head, k.i32));
+      Value* out = k.at(k.f32, a.y, b.CreateMul(head, k.ci64(V)));
+      k.vec_loop(k.ci64(V), [&](Value* c, Value* mask) {
+        Value* cols = b.CreateAdd(b.CreateVectorSplat(k.vf, b.CreateTrunc(c, k.i32)), k.iota());
+        Value* idx = b.CreateAdd(b.CreateMul(cols, k.splat_i32(static_cast<int32_t>(lanes))), lane);
+        k.store(b.CreateFMul(gather(yt, idx, mask ? mask : all), sc), out, c, mask);
+      });
+    });
+  }
+
+ public:
+  // Lines per value row step: a whole next tile over the fewest row steps a full tile takes.
+  void set_prefetch_rate() {
+    const int64_t row_bytes = d.kv_type == 0 ? 4 * W : d.kv_type == 3 ? W / 32 * 34 : 2 * W;
+    const int64_t lines = (kTileRows * row_bytes + 63) / 64;
+    const int64_t steps = kTileRows * ((ng + 3) / 4) * std::max<int64_t>(1, V / 16);
+    pf_per = std::max<int64_t>(1, (lines + steps - 1) / steps);
+  }
+};
 
 }  // namespace
 
-void emit_attn_scores(Kit& k, const GlueDesc& d, const Args& a) {
-  auto& b = k.b;
-  k.loop(k.ci64(0), a.n, kScoreTile, [&](Value* s0) {
-    Value* s_end = min64(k, b.CreateAdd(s0, k.ci64(kScoreTile)), a.n);
-    Value* quads_end = b.CreateAdd(s0, b.CreateAnd(b.CreateSub(s_end, s0), k.ci64(~int64_t{kRowBlock - 1})));
-    head_blocks(k, a.n_rows, [&](Value* h, int hb, bool first) {
-      k.loop(s0, quads_end, kRowBlock, [&](Value* s) { dot_block(k, d, a, h, hb, s, kRowBlock, first); });
-      k.loop(quads_end, s_end, 1, [&](Value* s) { dot_block(k, d, a, h, hb, s, 1, first); });
-    });
-  });
-}
-
-void emit_attn_values(Kit& k, const GlueDesc& d, const Args& a) {
-  auto& b = k.b;
-  k.loop(k.ci64(0), a.n_rows, 1, [&](Value* h) {
-    Value* y = k.at(k.f32, a.y, b.CreateMul(h, k.ci64(d.n)));
-    k.vec_loop(k.ci64(d.n), [&](Value* i, Value* m) { k.store(k.splat(0.0f), y, i, m); });
-  });
-  // The value's vectors: blocks of kChunkBlock whole ones, then one block of what is left
-  // (the last vector partial when vf does not divide the width).
-  const int64_t vf = k.vf, block = kChunkBlock * vf, whole = d.n / block * block;
-  std::vector<Value*> full(kChunkBlock, nullptr), tail;
-  for (int64_t i = whole; i < d.n; i += vf) tail.push_back(d.n - i >= vf ? nullptr : k.lanes_below(k.ci64(d.n - i)));
-  k.loop(k.ci64(0), a.n, kValueTile, [&](Value* s0) {
-    Value* s_end = min64(k, b.CreateAdd(s0, k.ci64(kValueTile)), a.n);
-    k.loop(k.ci64(0), k.ci64(whole), block, [&](Value* i) {
-      head_blocks(k, a.n_rows,
-                  [&](Value* h, int hb, bool first) { values_block(k, d, a, h, hb, i, full, s0, s_end, first); });
-    });
-    if (!tail.empty())
-      head_blocks(k, a.n_rows, [&](Value* h, int hb, bool first) {
-        values_block(k, d, a, h, hb, k.ci64(whole), tail, s0, s_end, first);
-      });
-  });
+void emit_attn_decode(Kit& k, const GlueDesc& d, const Args& a) {
+  Flash f(k, d, a);
+  f.set_prefetch_rate();
+  f.emit();
 }
 
 }  // namespace zenmoe::glue_ir

@@ -386,8 +386,7 @@ llvm::Function* emit_glue(llvm::Module& m, const GlueDesc& d, const std::string&
     case GlueOp::kRope: emit_rope(k, d, a); break;
     case GlueOp::kSoftmax: emit_softmax(k, d, a); break;
     case GlueOp::kRouter: emit_router(k, d, a); break;
-    case GlueOp::kAttnScores: emit_attn_scores(k, d, a); break;
-    case GlueOp::kAttnValues: emit_attn_values(k, d, a); break;
+    case GlueOp::kAttnDecode: emit_attn_decode(k, d, a); break;
   }
   b.CreateRetVoid();
   return f;

@@ -1,8 +1,9 @@
-// The heads-in-lanes decode attention kernels (runtime/kv_flash.h) against a double-precision
-// softmax attention over the same rows: F32, F16, BF16 and Q8_0 rows, head counts around the lane groups
-// (1, 3, 16, 17, 40, 64, 129), row counts around the tile (1, 5, 47, 48, 49, 200), odd widths;
-// nothing written past the outputs, the softmax maximum and sum reported per head, and the
-// same bits on a second call with a used scratch.
+// The generated heads-in-lanes decode attention (GlueOp::kAttnDecode) against a double-precision
+// softmax attention over the same rows: F32, F16, BF16 and Q8_0 rows, head counts around the
+// lane groups (1, 3, 8, 16, 17, 40, 64, 129), fewer query rows than the kernel's heads, row
+// counts around the tile and the 12-row groups (1, 5, 13, 47, 48, 49, 200), odd widths, rows
+// padded apart, code scheduled for each target CPU; nothing written past the outputs, the softmax maximum and sum reported per
+// head, and the same bits on a second call with a used scratch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,27 +16,50 @@
 #include "kernels/formats.h"
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/quant.h"
-#include "runtime/kv_flash.h"
+#include "codegen/glue.h"
+#include "runtime/executor.h"
 
 namespace zenmoe {
 namespace {
 
 struct Shape {
-  int64_t m, n, width, v_width;
+  int64_t heads, m, n, width, v_width;
 };
 
-TEST(KvFlash, MatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
-  if (!isa::host_supports(isa::IsaLevel::kAvx512)) GTEST_SKIP() << "the kernels need AVX-512";
-  const Shape shapes[] = {{16, 200, 576, 512}, {1, 1, 576, 512}, {3, 5, 40, 32},   {17, 47, 72, 64},
-                          {40, 48, 33, 17},    {64, 49, 576, 512}, {129, 13, 24, 7}, {8, 200, 19, 19}};
+// Working memory on a cache line, as the kernel requires.
+struct Scratch {
+  std::vector<float> buf;
+  float* get(int64_t floats) {
+    buf.resize(static_cast<size_t>(floats + 32));
+    auto addr = reinterpret_cast<uintptr_t>(buf.data());
+    return buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
+  }
+};
+
+TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
+  if (!isa::host_supports(isa::IsaLevel::kAvx512)) GTEST_SKIP() << "the kernel needs AVX-512";
+  const Shape shapes[] = {{16, 16, 200, 576, 512}, {1, 1, 1, 576, 512},   {3, 3, 5, 40, 32},  {17, 17, 47, 72, 64},
+                          {40, 40, 48, 33, 17},    {64, 64, 49, 576, 512}, {129, 129, 13, 24, 7},
+                          {8, 8, 200, 19, 19},     {16, 5, 61, 64, 64},    {64, 37, 96, 576, 512}};
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  FlashScratch sc;
+  Scratch scratch;
+  const GlueCpu cpus[] = {GlueCpu::kHost, GlueCpu::kZnver4, GlueCpu::kZnver5};  // scheduling models, by turns
+  int turn = 0;
   for (const Shape& sh : shapes)
     for (KvCacheType kv : {KvCacheType::F32, KvCacheType::F16, KvCacheType::BF16, KvCacheType::Q8_0}) {
       const bool half = kv == KvCacheType::F16, bf = kv == KvCacheType::BF16, q8 = kv == KvCacheType::Q8_0;
       if (q8 && sh.width % 32 != 0) continue;  // Q8_0 rows are whole blocks
-      const int64_t row_bytes = q8 ? zenmoe::row_bytes(GgmlType::Q8_0, sh.width) : sh.width * (half || bf ? 2 : 4);
+      const int64_t elems = q8 ? zenmoe::row_bytes(GgmlType::Q8_0, sh.width) : sh.width * (half || bf ? 2 : 4);
+      const int64_t row_bytes = elems + 4 * (sh.n % 3);  // rows padded apart in some cases
+      const uint8_t kv_code = half ? 1 : bf ? 2 : q8 ? 3 : 0;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(sh.width));
+      const GlueDesc desc = glue_attn_decode_desc(static_cast<int32_t>(sh.heads), static_cast<int32_t>(sh.width),
+                                                  static_cast<int32_t>(sh.v_width), kv_code, scale,
+                                                  isa::IsaLevel::kAvx512, cpus[turn++ % 3]);
+      const GlueAttnLayout layout = glue_attn_layout(desc);
+      auto fn = glue_kernel(desc);
+      ASSERT_TRUE(fn) << fn.error();
       std::vector<uint8_t> rows(static_cast<size_t>(row_bytes * sh.n));
       std::vector<float> rf(static_cast<size_t>(sh.width * sh.n));  // the rows' values as F32
       for (size_t i = 0; i < rf.size(); ++i) {
@@ -44,14 +68,14 @@ TEST(KvFlash, MatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
           rf[i] = x;
         } else if (bf) {
           const bf16_t b = ref::fp32_to_bf16(x);
-          std::memcpy(rows.data() + 2 * i, &b, 2);
+          std::memcpy(rows.data() + (i / sh.width) * row_bytes + 2 * (i % sh.width), &b, 2);
           rf[i] = ref::bf16_to_fp32(b);
         } else if (half) {
           const f16_t h = ref::fp32_to_fp16(x);
-          std::memcpy(rows.data() + 2 * i, &h, 2);
+          std::memcpy(rows.data() + (i / sh.width) * row_bytes + 2 * (i % sh.width), &h, 2);
           rf[i] = ref::fp16_to_fp32(h);
         } else {
-          std::memcpy(rows.data() + 4 * i, &x, 4);
+          std::memcpy(rows.data() + (i / sh.width) * row_bytes + 4 * (i % sh.width), &x, 4);
           rf[i] = x;
         }
       }
@@ -64,15 +88,23 @@ TEST(KvFlash, MatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
         }
       std::vector<float> q(static_cast<size_t>(sh.m * sh.width));
       for (float& x : q) x = nd(rng);
-      const float scale = 1.0f / std::sqrt(static_cast<float>(sh.width));
       const size_t ny = static_cast<size_t>(sh.m * sh.v_width);
       std::vector<float> y(ny + 16, -9.0f), smax(static_cast<size_t>(sh.m) + 1, -9.0f),
           inv(static_cast<size_t>(sh.m) + 1, -9.0f);
-      kv_flash_decode_avx512(q.data(), sh.m, rows.data(), row_bytes, kv, sh.n, sh.width, sh.v_width, scale, y.data(),
-                             sc, smax.data(), inv.data());
+      float* work = scratch.get(layout.floats);
+      work[layout.floats] = -9.0f;
+      GlueCall call{.x = q.data(),
+                    .x2 = reinterpret_cast<const float*>(rows.data()),
+                    .y = y.data(),
+                    .q = work,
+                    .n_rows = sh.m,
+                    .stride = row_bytes,
+                    .n = sh.n};
+      (*fn)(&call);
+      std::copy(work + layout.stats, work + layout.stats + sh.m, smax.begin());
+      std::copy(work + layout.stats + 2 * layout.lanes, work + layout.stats + 2 * layout.lanes + sh.m, inv.begin());
       for (size_t i = ny; i < y.size(); ++i) ASSERT_EQ(y[i], -9.0f) << "wrote past y";
-      ASSERT_EQ(smax[static_cast<size_t>(sh.m)], -9.0f) << "wrote past smax";
-      ASSERT_EQ(inv[static_cast<size_t>(sh.m)], -9.0f) << "wrote past inv";
+      ASSERT_EQ(work[layout.floats], -9.0f) << "wrote past the working memory";
       for (int64_t k = 0; k < sh.m; ++k) {
         std::vector<double> s(static_cast<size_t>(sh.n));
         double mx = -1e300;
@@ -98,8 +130,8 @@ TEST(KvFlash, MatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
       }
       // A second call through the used scratch gives the same bits.
       std::vector<float> again(y.size(), -9.0f);
-      kv_flash_decode_avx512(q.data(), sh.m, rows.data(), row_bytes, kv, sh.n, sh.width, sh.v_width, scale,
-                             again.data(), sc);
+      call.y = again.data();
+      (*fn)(&call);
       EXPECT_EQ(std::memcmp(again.data(), y.data(), y.size() * sizeof(float)), 0);
     }
 }
