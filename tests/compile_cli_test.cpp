@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -95,6 +96,37 @@ TEST_F(CompileCli, PlanGivesTheLogitsOfItsGguf) {
   CliResult r = zenmoe("run -m " + q(plan_) + " -p 'Hello world' -n 4 --temp 0 --ignore-eos");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("decode"), std::string::npos) << r.err;
+}
+
+// The cache directory's file names, sorted.
+std::vector<std::string> cache_files(const fs::path& dir) {
+  std::vector<std::string> names;
+  if (fs::exists(dir))
+    for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// compile generates the glue kernels into the disk cache, for every KV cache type: a run of
+// the plan afterwards, whichever cache type it picks, adds nothing to the cache.
+TEST_F(CompileCli, CompileGeneratesTheGlueKernelsARunNeeds) {
+  const fs::path cache = dir_ / "glue-cache";
+  const char* old = std::getenv("ZENMOE_CACHE_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("ZENMOE_CACHE_DIR", cache.c_str(), 1);
+  CliResult c = zenmoe("compile " + q(gguf_) + " -o " + q(plan_));
+  const std::vector<std::string> after_compile = cache_files(cache);
+  std::vector<CliResult> runs;
+  for (const char* kv : {"f16", "f32", "bf16", "q8_0"})
+    runs.push_back(zenmoe("run -m " + q(plan_) + " -p 'Hello world' -n 2 --temp 0 -ctk " + kv));
+  const std::vector<std::string> after_runs = cache_files(cache);
+  if (old) ::setenv("ZENMOE_CACHE_DIR", saved.c_str(), 1);
+  else ::unsetenv("ZENMOE_CACHE_DIR");
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(c.err.find("glue kernels into"), std::string::npos) << c.err;
+  EXPECT_FALSE(after_compile.empty());
+  for (const CliResult& r : runs) EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(after_runs, after_compile);
 }
 
 TEST_F(CompileCli, DumpAfterPrintsTheIr) {

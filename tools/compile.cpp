@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "codegen/glue.h"
 #include "codegen/kernel_desc.h"
 #include "codegen/registry.h"
 #include "ir/printer.h"
@@ -67,6 +68,25 @@ plan::PlanHeader make_header(const ir::Graph& g, const std::vector<PackRequest>&
   return h;
 }
 
+// Generates the glue kernels a run of the plan at `path` needs (for every KV cache type) into the
+// disk cache, so that the first `zenmoe run` of the plan generates nothing. Returns how many
+// were generated (0 without a disk cache, or when the plan is for CPU features this machine
+// lacks: it cannot run here).
+Expected<int> warm_glue_cache(const std::string& path, int threads, isa::Target target) {
+  if (glue_session().cache_dir().empty() || !isa::host_supports(target.level)) return 0;
+  const int before = glue_session().stats().generated;
+  auto m = open_model(path, plan::WeightsLoad::kMap);
+  if (!m) return Error{m.error()};
+  for (KvCacheType kv : {KvCacheType::F16, KvCacheType::F32, KvCacheType::BF16, KvCacheType::Q8_0}) {
+    ExecutorOptions o;
+    o.n_threads = threads;
+    o.kv_type = kv;
+    auto e = make_engine(*m, o, Engine::Best);
+    if (!e) return Error{e.error()};
+  }
+  return glue_session().stats().generated - before;
+}
+
 }  // namespace
 
 int cmd_compile(int argc, char** argv, int first) {
@@ -116,6 +136,12 @@ int cmd_compile(int argc, char** argv, int first) {
   std::fprintf(stderr, "wrote %s: %zu packed weights, %.2f MB, target %s/%s, %lld thread(s)\n", out.c_str(),
                reqs.size(), static_cast<double>(total) / 1e6, isa::level_name(target->level),
                isa::tuning_name(target->tuning), static_cast<long long>(*threads));
+  // The plan is complete; a failure here only means the first run generates the kernels itself.
+  auto warmed = warm_glue_cache(out, static_cast<int>(*threads), *target);
+  if (!warmed)
+    std::fprintf(stderr, "note: glue kernels not generated ahead of the first run: %s\n", warmed.error().c_str());
+  else if (*warmed > 0)
+    std::fprintf(stderr, "generated %d glue kernels into %s\n", *warmed, glue_session().cache_dir().c_str());
   return 0;
 }
 
