@@ -164,6 +164,7 @@ void MlaOp::store(std::span<Tensor* const> in) const {
   const Tensor &c = *in[2], &k_pe = *in[3], &pos = *in[5];
   Tensor& cache = *in[4];
   const int64_t R = c.ne[0], r = k_pe.ne[0], W = R + r, T = pos.ne[0];
+  for (int64_t t = 0; t < T; ++t) kept_ = std::min<int64_t>(kept_, pos.ci32()[t]);  // rewritten: no longer kept
   std::vector<float> row;  // Q8_0: one [c | k_pe] row before quantisation
   for (int64_t t = 0; t < T; ++t) {
     const int64_t p = pos.ci32()[t];

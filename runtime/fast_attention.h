@@ -82,7 +82,11 @@ class MlaOp {
   // Whether a batch of T tokens after n_past cached positions costs less decompressed (an
   // estimate from the multiply-adds of both forms and their measured rates).
   bool decompressed_pays(int64_t T, int64_t n_past) const;
-  // After store(), on the caller thread: sizes the shared buffers for this batch.
+  // Keys and values decompressed for one prompt chunk are kept for the next ones while all
+  // heads' rows fit `bytes` (0: never kept).
+  void set_keep_bytes(int64_t bytes) { keep_bytes_ = bytes; }
+  // After store(), on the caller thread: sizes the shared buffers for this batch and picks the
+  // positions whose keys and values it decompresses (those not kept from earlier batches).
   void prepare_decompressed(int64_t T, const refexec::Tensor& pos);
   // Two passes over the pool: the visible cache rows widened to F32 (a share per thread), then
   // whole heads per thread: keys and values decompressed, scores, softmax, values.
@@ -141,6 +145,13 @@ class MlaOp {
   mutable AlignedFloats rows_;  // the visible cache rows as F32 (non-F32 caches)
   mutable AlignedFloats out_;   // heads' outputs, [T][H][dv]
   int64_t full_T_ = 0, full_vis_ = 0;
+  // Kept keys keep_k_[h] (rows of dn + r) and values keep_v_[h] (rows of dv) of positions
+  // [0, kept_): store() lowers kept_ to the first position it rewrites. This batch decompresses
+  // positions [full_from_, full_vis_) (from 0 into per-thread scratch when not keeping).
+  mutable std::vector<AlignedFloats> keep_k_, keep_v_;
+  mutable int64_t kept_ = 0;
+  int64_t full_from_ = 0, keep_bytes_ = 0;
+  bool keeping_ = false;
   const float* full_rows(const refexec::Tensor& cache) const;
   void dequantize_head(int64_t h) const;
 };

@@ -319,6 +319,8 @@ void Impl::link_decompressed_mla() {
     }
     ++mla_linked_;
   }
+  for (Step& s : steps_)
+    if (s.kind == StepKind::Mla && s.mla->has_decompressed()) s.mla->set_keep_bytes(opts_.mla_keep_bytes / mla_linked_);
 }
 
 bool Impl::decompressed_batch(int64_t T) const {

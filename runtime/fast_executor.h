@@ -20,6 +20,12 @@ struct FastExecutorOptions {
   ExecutorOptions base;
   int max_batch = kDefaultMaxBatch;  // tokens per forward chunk (arena sized for it)
   bool pin = true;       // pin the pool's threads to cores
+  // MLA in the decompressed form keeps the keys and values it decompressed across the chunks of
+  // a prompt (and later prompts continuing it), so each position is decompressed once, while
+  // all layers' kept rows fit in this many bytes; past it, every chunk decompresses every
+  // position it sees again.
+  int64_t mla_keep_bytes = kDefaultMlaKeepBytes;
+  static constexpr int64_t kDefaultMlaKeepBytes = int64_t{1} << 30;
 };
 
 class FastExecutor : public Executor {

@@ -42,6 +42,12 @@ constexpr int64_t kRowsPerBlock = 64;  // query rows (tokens of one head) per sc
 // form still won from 320 tokens on (bench model, --mla absorbed against decompressed).
 constexpr double kAbsorbedRate = 66, kAbsorbMatmulRate = 150;
 constexpr double kDecompressRate = 66, kScoresRate = 44, kValuesRate = 70;
+// Kept keys and values (dn + r + dv floats per head and position, 16x a cache row of the bench
+// preset) were last written a batch ago and come from memory, once per head and batch: GB/s of
+// one core reading them (a conservative figure; the bench preset measured 13-18). This term is
+// what keeps single tokens after a long kept prompt in the absorbed form, which reads the much
+// smaller cache rows instead.
+constexpr double kKeptReadRate = 10;
 
 }  // namespace
 
@@ -75,7 +81,11 @@ bool MlaOp::decompressed_pays(int64_t T, int64_t n_past) const {
   const double vis = t * past + t * (t + 1) / 2;  // positions seen, summed over the tokens
   const double vis_blocked = vis + t * kRowsPerBlock / 2;  // a block's rows all see its last row's
   const double absorbed = vis * H * (W + R) / kAbsorbedRate + t * H * R * (dn + dv) / kAbsorbMatmulRate;
-  const double decompressed = (past + t) * H * R * (dn + dv) / kDecompressRate +
+  // Positions whose keys and values are kept from earlier batches are not decompressed again.
+  const bool keeps = (past + t) * H * (dn + r + dv) * static_cast<double>(sizeof(float)) <= static_cast<double>(keep_bytes_);
+  const double kept = keeps ? static_cast<double>(std::min(kept_, n_past)) : 0.0;
+  const double decompressed = (past + t - kept) * H * R * (dn + dv) / kDecompressRate +
+                              kept * H * (dn + r + dv) * static_cast<double>(sizeof(float)) / kKeptReadRate +
                               vis_blocked * H * (dn + r) / kScoresRate + vis_blocked * H * dv / kValuesRate;
   return decompressed < absorbed;
 }
@@ -83,6 +93,29 @@ bool MlaOp::decompressed_pays(int64_t T, int64_t n_past) const {
 void MlaOp::prepare_decompressed(int64_t T, const Tensor& pos) {
   full_T_ = T;
   full_vis_ = static_cast<int64_t>(pos.ci32()[T - 1]) + 1;  // positions ascend
+  const int64_t dk = dn_ + W_ - R_;
+  keeping_ = full_vis_ * H_ * (dk + dv_) * static_cast<int64_t>(sizeof(float)) <= keep_bytes_;
+  if (keeping_) {
+    full_from_ = std::min(kept_, full_vis_);
+    kept_ = full_vis_;  // run_decompressed fills the rest
+    keep_k_.resize(static_cast<size_t>(H_));
+    keep_v_.resize(static_cast<size_t>(H_));
+    for (int64_t h = 0; h < H_; ++h) {
+      auto& k = keep_k_[static_cast<size_t>(h)];
+      auto& v = keep_v_[static_cast<size_t>(h)];
+      if (k.size() < static_cast<size_t>(full_vis_ * dk)) {  // grown by half again: few copies per prompt
+        k.reserve(std::max(k.capacity() * 3 / 2, static_cast<size_t>(full_vis_ * dk)));
+        v.reserve(std::max(v.capacity() * 3 / 2, static_cast<size_t>(full_vis_ * dv_)));
+        k.resize(static_cast<size_t>(full_vis_ * dk));
+        v.resize(static_cast<size_t>(full_vis_ * dv_));
+      }
+    }
+  } else {
+    full_from_ = 0;
+    kept_ = 0;
+    keep_k_.clear();
+    keep_v_.clear();
+  }
   const auto rows = static_cast<size_t>(full_vis_ * W_);
   if (kv_ != KvCacheType::F32 && rows_.size() < rows) rows_.resize(rows);
   const auto outs = static_cast<size_t>(T * H_ * dv_);
@@ -96,8 +129,10 @@ const float* MlaOp::full_rows(const Tensor& cache) const {
 void MlaOp::widen_decompressed(int tid, int nth, std::span<Tensor* const> in) const {
   if (kv_ == KvCacheType::F32) return;
   const Tensor& cache = *in[4];
-  const Range rg = split_range(full_vis_, nth, tid);
+  Range rg = split_range(full_vis_ - full_from_, nth, tid);  // only the rows decompressed
   if (rg.begin >= rg.end) return;
+  rg.begin += full_from_;
+  rg.end += full_from_;
   float* dst = rows_.data() + rg.begin * W_;
   const int64_t n = rg.end - rg.begin;
   if (kv_ == KvCacheType::Q8_0) {
@@ -127,19 +162,28 @@ void MlaOp::run_decompressed(int tid, int nth, std::span<Tensor* const> in, Atte
   const Range heads = split_range(H_, nth, tid);
   if (heads.begin >= heads.end) return;
   single_threaded_blas();
-  const int64_t P = full_vis_, T = full_T_, r = W_ - R_, dk = dn_ + r;
+  const int64_t P = full_vis_, T = full_T_, r = W_ - R_, dk = dn_ + r, from = full_from_;
   const float* rows = full_rows(cache);
-  sc.k.resize(static_cast<size_t>(P * dk));
-  sc.v.resize(static_cast<size_t>(P * dv_));
+  if (!keeping_) {
+    sc.k.resize(static_cast<size_t>(P * dk));
+    sc.v.resize(static_cast<size_t>(P * dv_));
+  }
   sc.q.resize(static_cast<size_t>(kRowsPerBlock * dk));
   sc.s.resize(static_cast<size_t>(kRowsPerBlock * P));
   for (int64_t h = heads.begin; h < heads.end; ++h) {
     dequantize_head(h);
-    // Keys [C·k_b[h] | k_pe] and values C·v_b[h]ᵀ of every visible position.
-    dnnl_sgemm('N', 'N', P, dn_, R_, 1.0f, rows, W_, kb_[static_cast<size_t>(h)].data(), dn_, 0.0f, sc.k.data(), dk);
-    for (int64_t p = 0; p < P; ++p)
-      std::memcpy(sc.k.data() + p * dk + dn_, rows + p * W_ + R_, static_cast<size_t>(r) * sizeof(float));
-    dnnl_sgemm('N', 'T', P, dv_, R_, 1.0f, rows, W_, vb_[static_cast<size_t>(h)].data(), R_, 0.0f, sc.v.data(), dv_);
+    float* keys = keeping_ ? keep_k_[static_cast<size_t>(h)].data() : sc.k.data();
+    float* values = keeping_ ? keep_v_[static_cast<size_t>(h)].data() : sc.v.data();
+    // Keys [C·k_b[h] | k_pe] and values C·v_b[h]ᵀ of the visible positions not kept.
+    if (P > from) {
+      const float* c = rows + from * W_;
+      dnnl_sgemm('N', 'N', P - from, dn_, R_, 1.0f, c, W_, kb_[static_cast<size_t>(h)].data(), dn_, 0.0f,
+                 keys + from * dk, dk);
+      for (int64_t p = from; p < P; ++p)
+        std::memcpy(keys + p * dk + dn_, rows + p * W_ + R_, static_cast<size_t>(r) * sizeof(float));
+      dnnl_sgemm('N', 'T', P - from, dv_, R_, 1.0f, c, W_, vb_[static_cast<size_t>(h)].data(), R_, 0.0f,
+                 values + from * dv_, dv_);
+    }
     for (int64_t t0 = 0; t0 < T; t0 += kRowsPerBlock) {
       const int64_t t1 = std::min(T, t0 + kRowsPerBlock), m = t1 - t0;
       const int64_t n_vis = static_cast<int64_t>(pos.ci32()[t1 - 1]) + 1;
@@ -152,10 +196,10 @@ void MlaOp::run_decompressed(int tid, int nth, std::span<Tensor* const> in, Atte
           ref::dequantize_row(q_nope_->type, q_nope_->cdata + (t * H_ + h) * q_nope_->row_size(), q, dn_);
         std::memcpy(q + dn_, q_pe.cf32() + (t * H_ + h) * r, static_cast<size_t>(r) * sizeof(float));
       }
-      dnnl_sgemm('N', 'T', m, n_vis, dk, 1.0f, sc.q.data(), dk, sc.k.data(), dk, 0.0f, sc.s.data(), n_vis);
+      dnnl_sgemm('N', 'T', m, n_vis, dk, 1.0f, sc.q.data(), dk, keys, dk, 0.0f, sc.s.data(), n_vis);
       for (int64_t t = t0; t < t1; ++t)
         softmax_rows(sc.s.data() + (t - t0) * n_vis, 1, n_vis, static_cast<int64_t>(pos.ci32()[t]) + 1);
-      dnnl_sgemm('N', 'N', m, dv_, n_vis, 1.0f, sc.s.data(), n_vis, sc.v.data(), dv_, 0.0f,
+      dnnl_sgemm('N', 'N', m, dv_, n_vis, 1.0f, sc.s.data(), n_vis, values, dv_, 0.0f,
                  out_.data() + (t0 * H_ + h) * dv_, H_ * dv_);
     }
   }
