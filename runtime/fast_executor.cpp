@@ -319,8 +319,10 @@ void Impl::link_decompressed_mla() {
     }
     ++mla_linked_;
   }
+  const int64_t keep = opts_.mla_keep_bytes >= 0 ? opts_.mla_keep_bytes
+                                                 : static_cast<int64_t>(physical_memory_bytes() / 16);
   for (Step& s : steps_)
-    if (s.kind == StepKind::Mla && s.mla->has_decompressed()) s.mla->set_keep_bytes(opts_.mla_keep_bytes / mla_linked_);
+    if (s.kind == StepKind::Mla && s.mla->has_decompressed()) s.mla->set_keep_bytes(keep / mla_linked_);
 }
 
 bool Impl::decompressed_batch(int64_t T) const {

@@ -22,10 +22,10 @@ struct FastExecutorOptions {
   bool pin = true;       // pin the pool's threads to cores
   // MLA in the decompressed form keeps the keys and values it decompressed across the chunks of
   // a prompt (and later prompts continuing it), so each position is decompressed once, while
-  // all layers' kept rows fit in this many bytes; past it, every chunk decompresses every
-  // position it sees again.
-  int64_t mla_keep_bytes = kDefaultMlaKeepBytes;
-  static constexpr int64_t kDefaultMlaKeepBytes = int64_t{1} << 30;
+  // all layers' kept rows fit in this many bytes (kMlaKeepAuto: a sixteenth of the physical
+  // memory); past it, every chunk decompresses every position it sees again.
+  static constexpr int64_t kMlaKeepAuto = -1;
+  int64_t mla_keep_bytes = kMlaKeepAuto;
 };
 
 class FastExecutor : public Executor {

@@ -173,7 +173,7 @@ class FastVsReference : public ::testing::Test {
 
   static std::unique_ptr<Executor> fast(const gguf::Model& m, int threads, int max_batch, int n_ctx = 256,
                                         KvCacheType kv = KvCacheType::F32, MlaForm mla = MlaForm::kAuto,
-                                        int64_t mla_keep_bytes = FastExecutorOptions::kDefaultMlaKeepBytes) {
+                                        int64_t mla_keep_bytes = FastExecutorOptions::kMlaKeepAuto) {
     CompileOptions co;
     co.target = {isa::host_level(), isa::host_tuning()};
     auto cm = compile_in_memory(m, co);
@@ -399,7 +399,7 @@ TEST_F(FastVsReference, DecompressedMlaKeepsEarlierChunks) {
   for (KvCacheType kv : {KvCacheType::F32, KvCacheType::F16}) {
     std::vector<std::vector<float>> runs;
     int V = 0;
-    for (int64_t keep : {FastExecutorOptions::kDefaultMlaKeepBytes, int64_t{0}}) {
+    for (int64_t keep : {FastExecutorOptions::kMlaKeepAuto, int64_t{0}}) {
       auto ex = fast(*model, 2, 16, 256, kv, MlaForm::kDecompressed, keep);
       ASSERT_TRUE(ex);
       V = ex->n_vocab();
