@@ -198,7 +198,8 @@ Status check_op(const GlueDesc& d, const std::string& name) {
         return Error{name + ": value width " + std::to_string(d.v_width) + " not in 1.." + std::to_string(d.n)};
       if (d.heads <= 0 || d.heads > 4096) return Error{name + ": heads " + std::to_string(d.heads) + " not in 1..4096"};
       if (d.kv_type > 3)
-        return Error{name + ": cache type " + std::to_string(d.kv_type) + " is not 0 (f32), 1 (f16), 2 (bf16) or 3 (q8_0)"};
+        return Error{name + ": cache type " + std::to_string(d.kv_type) +
+                     " is not 0 (f32), 1 (f16), 2 (bf16) or 3 (q8_0)"};
       if (d.kv_type == 3 && d.n % 32 != 0)
         return Error{name + ": q8_0 cache rows need a width multiple of 32, got " + std::to_string(d.n)};
       if (!std::isfinite(d.scale)) return Error{name + ": scale must be finite"};
@@ -220,8 +221,8 @@ std::string glue_name(const GlueDesc& d) {
   else if (d.op == GlueOp::kWeightedSum) s += "_n" + std::to_string(d.n) + "_k" + std::to_string(d.top_k);
   else if (d.op == GlueOp::kRouter) s += "_e" + std::to_string(d.n) + "_k" + std::to_string(d.top_k);
   else if (d.op == GlueOp::kAttnDecode)
-    s += std::string("_") + (d.kv_type == 0 ? "f32" : d.kv_type == 1 ? "f16" : d.kv_type == 2 ? "bf16" : "q8_0") + "_h" +
-         std::to_string(d.heads) + "_d" + std::to_string(d.n) + "_v" + std::to_string(d.v_width);
+    s += std::string("_") + (d.kv_type == 0 ? "f32" : d.kv_type == 1 ? "f16" : d.kv_type == 2 ? "bf16" : "q8_0") +
+         "_h" + std::to_string(d.heads) + "_d" + std::to_string(d.n) + "_v" + std::to_string(d.v_width);
   else if (d.op != GlueOp::kSoftmax) s += "_n" + std::to_string(d.n);
   s += "__";
   s += isa::level_name(d.isa);

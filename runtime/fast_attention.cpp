@@ -72,7 +72,8 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   if (!sm) return Error{sm.error()};
   op->softmax_ = *sm;
   const uint8_t kv_code = kv == KvCacheType::F32 ? 0 : kv == KvCacheType::F16 ? 1 : kv == KvCacheType::BF16 ? 2 : 3;
-  const GlueDesc ad = glue_attn_decode_desc(static_cast<int32_t>(op->H_), R + r, R, kv_code, op->scale_, target.level, cpu);
+  const GlueDesc ad =
+      glue_attn_decode_desc(static_cast<int32_t>(op->H_), R + r, R, kv_code, op->scale_, target.level, cpu);
   auto at = glue_kernel(ad);
   if (!at) return Error{at.error()};
   op->attn_ = *at;
@@ -97,7 +98,8 @@ void MlaOp::run_decode(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tens
 // rows, each tile widened to F32 once for all heads, online softmax).
 void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, float* y, AttentionScratch& sc,
                         float* smax, float* inv) const {
-  if (sc.flash.size() < static_cast<size_t>(attn_layout_.floats)) sc.flash.resize(static_cast<size_t>(attn_layout_.floats));
+  const auto work = static_cast<size_t>(attn_layout_.floats);
+  if (sc.flash.size() < work) sc.flash.resize(work);
   const GlueCall c{.x = sc.q.data(),
                    .x2 = reinterpret_cast<const float*>(cache.cdata + j0 * cache.row_size()),
                    .y = y,

@@ -38,7 +38,7 @@ using AlignedFloats = std::vector<float, CacheLineAllocator<float>>;
 
 struct AttentionScratch {
   AlignedFloats q, s;       // per thread: query block and score block
-  AlignedFloats k, v;       // decompressed form: one head's keys and values of every position
+  AlignedFloats k, v;       // decompressed form, not keeping: one head's keys and values
   std::vector<float> kv;    // Q8_0 cache, SGEMM path: a chunk of cache rows widened to F32
   AlignedFloats flash;      // decode: the generated attention kernel's working memory
 };
@@ -46,8 +46,8 @@ struct AttentionScratch {
 class MlaOp {
  public:
   // Decode-sized batches (at most kMlaGlueMaxTokens tokens) run the generated heads-in-lanes
-  // kernel (GlueOp::kAttnDecode) over the cache rows of any type, larger ones the SGEMM pair; without
-  // AVX-512 (scalar target) SGEMM serves both. kv: the cache's element type. F16 and BF16:
+  // kernel (GlueOp::kAttnDecode) over the cache rows of any type, larger ones the SGEMM pair;
+  // without AVX-512 (scalar target) SGEMM serves both. kv: the cache's element type. F16 and BF16:
   // store() converts, and batches of any size run the decode kernels token by token over the
   // rows each token sees; without them, every batch runs the SGEMM pair over an F32 copy of the
   // stored rows, each row widened once when it is stored. Q8_0: store() quantises; SGEMM batches

@@ -37,16 +37,17 @@ constexpr int64_t kRowsPerBlock = 64;  // query rows (tokens of one head) per sc
 // values); the rest goes to gathering queries, softmax and copies. With them the forms break
 // even between 192 and 320 prompt tokens from an empty cache, where the bench preset measured
 // it (prefill 0.94-0.96x at 128 and 192 tokens, 1.07x at 320, 1.09x at 512 when decompressed).
-// The absorbed rate was measured with the decode kernels that preceded the heads-in-lanes
-// ones (GlueOp::kAttnDecode); at 16 heads those reach 1.0-1.4x it (BM_MlaDecode, an Intel host), and there the decompressed
-// form still won from 320 tokens on (bench model, --mla absorbed against decompressed).
+// The absorbed rate was measured with the decode kernels that preceded the heads-in-lanes ones
+// (GlueOp::kAttnDecode); at 16 heads those reach 1.0-1.4x it (BM_MlaDecode, an Intel host), and
+// there the decompressed form still won from 320 tokens on (bench model, --mla absorbed against
+// decompressed).
 constexpr double kAbsorbedRate = 66, kAbsorbMatmulRate = 150;
 constexpr double kDecompressRate = 66, kScoresRate = 44, kValuesRate = 70;
-// Kept keys and values (dn + r + dv floats per head and position, 16x a cache row of the bench
-// preset) were last written a batch ago and come from memory, once per head and batch: GB/s of
-// one core reading them (a conservative figure; the bench preset measured 13-18). This term is
-// what keeps single tokens after a long kept prompt in the absorbed form, which reads the much
-// smaller cache rows instead.
+// Kept keys and values (dn + r + dv floats per head and position: for the bench preset's 16
+// heads about 18x the position's F16 cache row) were last written a batch ago and come from
+// memory, once per head and batch: GB/s of one core reading them (a conservative figure; the
+// read-bandwidth probe measured 13-18 on the Intel host). This term is what keeps single tokens
+// after a long kept prompt in the absorbed form, which reads the much smaller cache rows.
 constexpr double kKeptReadRate = 10;
 
 }  // namespace
@@ -82,10 +83,11 @@ bool MlaOp::decompressed_pays(int64_t T, int64_t n_past) const {
   const double vis_blocked = vis + t * kRowsPerBlock / 2;  // a block's rows all see its last row's
   const double absorbed = vis * H * (W + R) / kAbsorbedRate + t * H * R * (dn + dv) / kAbsorbMatmulRate;
   // Positions whose keys and values are kept from earlier batches are not decompressed again.
-  const bool keeps = (past + t) * H * (dn + r + dv) * static_cast<double>(sizeof(float)) <= static_cast<double>(keep_bytes_);
+  const double row_bytes = H * (dn + r + dv) * static_cast<double>(sizeof(float));  // kept per position
+  const bool keeps = (past + t) * row_bytes <= static_cast<double>(keep_bytes_);
   const double kept = keeps ? static_cast<double>(std::min(kept_, n_past)) : 0.0;
   const double decompressed = (past + t - kept) * H * R * (dn + dv) / kDecompressRate +
-                              kept * H * (dn + r + dv) * static_cast<double>(sizeof(float)) / kKeptReadRate +
+                              kept * row_bytes / kKeptReadRate +
                               vis_blocked * H * (dn + r) / kScoresRate + vis_blocked * H * dv / kValuesRate;
   return decompressed < absorbed;
 }

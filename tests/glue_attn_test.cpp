@@ -1,9 +1,10 @@
 // The generated heads-in-lanes decode attention (GlueOp::kAttnDecode) against a double-precision
 // softmax attention over the same rows: F32, F16, BF16 and Q8_0 rows, head counts around the
 // lane groups (1, 3, 8, 16, 17, 40, 64, 129), fewer query rows than the kernel's heads, row
-// counts around the tile and the 12-row groups (1, 5, 13, 47, 48, 49, 200), odd widths, rows
-// padded apart, code scheduled for each target CPU; nothing written past the outputs, the softmax maximum and sum reported per
-// head, and the same bits on a second call with a used scratch.
+// counts around the tile and the 12-row groups (1, 5, 13, 47, 48, 49, 61, 96, 200), odd widths,
+// rows padded apart, code scheduled for each target CPU; nothing written past the outputs or
+// the working memory, the softmax maximum and sum reported per head, and the same bits on a
+// second call with a used scratch.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -58,7 +58,8 @@ class Flash {
       vstore(k.splat(0.0f), sum, k.ci64(16 * g));
     }
     k.loop(k.ci64(0), k.ci64(V), 1, [&](Value* c) {
-      for (int64_t g = 0; g < ng; ++g) vstore(k.splat(0.0f), yt, b.CreateAdd(b.CreateMul(c, k.ci64(lanes)), k.ci64(16 * g)));
+      Value* row = b.CreateMul(c, k.ci64(lanes));
+      for (int64_t g = 0; g < ng; ++g) vstore(k.splat(0.0f), yt, b.CreateAdd(row, k.ci64(16 * g)));
     });
     k.loop(k.ci64(0), a.n, kTileRows, [&](Value* j0) { tile_pass(j0); });
     finish();
