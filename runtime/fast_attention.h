@@ -152,6 +152,8 @@ class MlaOp {
   mutable int64_t kept_ = 0;
   int64_t full_from_ = 0, keep_bytes_ = 0;
   bool keeping_ = false;
+  // Whether the keys and values of this many positions fit the budget.
+  bool keeps(int64_t positions) const;
   const float* full_rows(const refexec::Tensor& cache) const;
   void dequantize_head(int64_t h) const;
 };

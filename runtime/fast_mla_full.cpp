@@ -74,6 +74,10 @@ Status MlaOp::enable_decompressed(const Tensor* q_nope, const Tensor* k_b, const
   return Status::ok();
 }
 
+bool MlaOp::keeps(int64_t positions) const {
+  return positions * H_ * (dn_ + W_ - R_ + dv_) * static_cast<int64_t>(sizeof(float)) <= keep_bytes_;
+}
+
 bool MlaOp::decompressed_pays(int64_t T, int64_t n_past) const {
   if (!has_decompressed() || T < 1) return false;
   const double t = static_cast<double>(T), past = static_cast<double>(n_past), H = static_cast<double>(H_);
@@ -84,8 +88,7 @@ bool MlaOp::decompressed_pays(int64_t T, int64_t n_past) const {
   const double absorbed = vis * H * (W + R) / kAbsorbedRate + t * H * R * (dn + dv) / kAbsorbMatmulRate;
   // Positions whose keys and values are kept from earlier batches are not decompressed again.
   const double row_bytes = H * (dn + r + dv) * static_cast<double>(sizeof(float));  // kept per position
-  const bool keeps = (past + t) * row_bytes <= static_cast<double>(keep_bytes_);
-  const double kept = keeps ? static_cast<double>(std::min(kept_, n_past)) : 0.0;
+  const double kept = keeps(n_past + T) ? static_cast<double>(std::min(kept_, n_past)) : 0.0;
   const double decompressed = (past + t - kept) * H * R * (dn + dv) / kDecompressRate +
                               kept * row_bytes / kKeptReadRate +
                               vis_blocked * H * (dn + r) / kScoresRate + vis_blocked * H * dv / kValuesRate;
@@ -96,7 +99,7 @@ void MlaOp::prepare_decompressed(int64_t T, const Tensor& pos) {
   full_T_ = T;
   full_vis_ = static_cast<int64_t>(pos.ci32()[T - 1]) + 1;  // positions ascend
   const int64_t dk = dn_ + W_ - R_;
-  keeping_ = full_vis_ * H_ * (dk + dv_) * static_cast<int64_t>(sizeof(float)) <= keep_bytes_;
+  keeping_ = keeps(full_vis_);
   if (keeping_) {
     full_from_ = std::min(kept_, full_vis_);
     kept_ = full_vis_;  // run_decompressed fills the rest
@@ -105,9 +108,7 @@ void MlaOp::prepare_decompressed(int64_t T, const Tensor& pos) {
     for (int64_t h = 0; h < H_; ++h) {
       auto& k = keep_k_[static_cast<size_t>(h)];
       auto& v = keep_v_[static_cast<size_t>(h)];
-      if (k.size() < static_cast<size_t>(full_vis_ * dk)) {  // grown by half again: few copies per prompt
-        k.reserve(std::max(k.capacity() * 3 / 2, static_cast<size_t>(full_vis_ * dk)));
-        v.reserve(std::max(v.capacity() * 3 / 2, static_cast<size_t>(full_vis_ * dv_)));
+      if (k.size() < static_cast<size_t>(full_vis_ * dk)) {  // vectors grow geometrically: few copies
         k.resize(static_cast<size_t>(full_vis_ * dk));
         v.resize(static_cast<size_t>(full_vis_ * dv_));
       }

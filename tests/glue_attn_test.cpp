@@ -19,22 +19,13 @@
 #include "kernels/ref/quant.h"
 #include "codegen/glue.h"
 #include "runtime/executor.h"
+#include "runtime/fast_attention.h"
 
 namespace zenmoe {
 namespace {
 
 struct Shape {
   int64_t heads, m, n, width, v_width;
-};
-
-// Working memory on a cache line, as the kernel requires.
-struct Scratch {
-  std::vector<float> buf;
-  float* get(int64_t floats) {
-    buf.resize(static_cast<size_t>(floats + 32));
-    auto addr = reinterpret_cast<uintptr_t>(buf.data());
-    return buf.data() + ((64 - addr % 64) % 64) / sizeof(float);
-  }
 };
 
 TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
@@ -44,7 +35,7 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
                           {8, 8, 200, 19, 19},     {16, 5, 61, 64, 64},    {64, 37, 96, 576, 512}};
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 1.0f);
-  Scratch scratch;
+  AlignedFloats scratch;  // on a cache line, as the kernel requires
   const GlueCpu cpus[] = {GlueCpu::kHost, GlueCpu::kZnver4, GlueCpu::kZnver5};  // scheduling models, by turns
   int turn = 0;
   for (const Shape& sh : shapes)
@@ -92,7 +83,9 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
       const size_t ny = static_cast<size_t>(sh.m * sh.v_width);
       std::vector<float> y(ny + 16, -9.0f), smax(static_cast<size_t>(sh.m) + 1, -9.0f),
           inv(static_cast<size_t>(sh.m) + 1, -9.0f);
-      float* work = scratch.get(layout.floats);
+      // Grown only: earlier shapes' leftovers stay in it.
+      if (scratch.size() < static_cast<size_t>(layout.floats + 1)) scratch.resize(static_cast<size_t>(layout.floats + 1));
+      float* work = scratch.data();
       work[layout.floats] = -9.0f;
       GlueCall call{.x = q.data(),
                     .x2 = reinterpret_cast<const float*>(rows.data()),

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -408,6 +409,23 @@ TEST(LlvmGlue, ValidationNamesTheProblem) {
   ref::RouterConfig bad{10, 11, 1, 1, 2, true, 1.0f};
   EXPECT_NE(validate(glue_router_desc(bad, false, IsaLevel::kAvx2)).message().find("experts used"), std::string::npos);
   EXPECT_FALSE(session().get(glue_quantize_desc(48, GlueQuant::kQ80, IsaLevel::kAvx2)).has_value());
+  // Decode attention: AVX-512 only, a value width within the row, a known cache type, whole
+  // Q8_0 blocks, a finite scale.
+  EXPECT_TRUE(validate(glue_attn_decode_desc(16, 576, 512, 3, 0.07f, IsaLevel::kAvx512)).is_ok());
+  const std::pair<GlueDesc, const char*> bad_attn[] = {
+      {glue_attn_decode_desc(16, 576, 512, 1, 0.07f, IsaLevel::kAvx2), "needs AVX-512"},
+      {glue_attn_decode_desc(16, 576, 600, 1, 0.07f, IsaLevel::kAvx512), "value width"},
+      {glue_attn_decode_desc(0, 576, 512, 1, 0.07f, IsaLevel::kAvx512), "heads"},
+      {glue_attn_decode_desc(16, 576, 512, 4, 0.07f, IsaLevel::kAvx512), "cache type"},
+      {glue_attn_decode_desc(16, 72, 64, 3, 0.07f, IsaLevel::kAvx512), "multiple of 32"},
+      {glue_attn_decode_desc(16, 576, 512, 1, std::numeric_limits<float>::infinity(), IsaLevel::kAvx512), "finite"},
+  };
+  for (const auto& [desc, needle] : bad_attn) {
+    const Status st = validate(desc);
+    ASSERT_FALSE(st.is_ok()) << needle;
+    EXPECT_NE(st.message().find(needle), std::string::npos) << st.message();
+    EXPECT_FALSE(session().get(desc).has_value()) << needle;
+  }
   EXPECT_FALSE(parse_glue_cpu("znver3").has_value());
   EXPECT_EQ(*parse_glue_cpu("znver5"), GlueCpu::kZnver5);
   if (!isa::host_supports(IsaLevel::kAvx512Bf16)) {
