@@ -29,7 +29,11 @@
 //       code of weight 16+4c+t, codes 0..15 unbiased), then d [16 rows] f16.
 //       Codes and scales side by side in one stream: a separate scale region read alongside
 //       the codes streamed 20-35 % slower from DRAM.
-// F32 / F16 / BF16: [K][16 rows] elements (column-major inside the group).
+// F32 / F16: [K][16 rows] elements (column-major inside the group).
+// BF16: [ceil(K/2) column pairs][16 rows][2]: the 32-bit lane of row i in pair j holds
+//       column 2j in its low half and 2j+1 in its high half (zero past an odd K). A 16-bit
+//       shift or a mask widens either half to f32 in place, and the lanes are the bf16 pairs
+//       vdpbf16ps takes.
 // Q6_K (S = K/256 super-blocks; 6-bit codes c = q + 32 in 0..63; sub-block s = 0..15 of 16):
 //   one 3392-byte record per super-block (53 cache lines; group stride S*3392). Chunks are
 //   [16 rows][4 bytes]; low-nibble chunk 4s'+j (s' = 0..7, j = 0..3) holds in byte t

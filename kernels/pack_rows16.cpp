@@ -53,12 +53,22 @@ void pack_q4_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
   }
 }
 
-void pack_plain(const PackLayout& L, const uint8_t* src, uint8_t* dst, int64_t esize) {
+// Byte offset of element (row i of the group, column k) in a plain-format group: F32 and F16
+// column-major, BF16 in column pairs (kernels/pack.h).
+int64_t plain_offset(GgmlType f, int64_t i, int64_t k) {
+  if (f == GgmlType::BF16) return ((k / 2) * R + i) * 4 + (k % 2) * 2;
+  return (k * R + i) * (f == GgmlType::F32 ? 4 : 2);
+}
+
+// Every element to its place; the high half of an odd K's last BF16 pair stays zero (the
+// destination comes zeroed).
+void pack_plain(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
+  const int64_t es = L.format == GgmlType::F32 ? 4 : 2;
   for (int64_t r = 0; r < L.rows; ++r) {
     uint8_t* g = dst + (r / R) * L.group_stride;
     const int64_t i = r % R;
     for (int64_t k = 0; k < L.cols; ++k)
-      std::memcpy(g + (k * R + i) * esize, src + (r * L.cols + k) * esize, static_cast<size_t>(esize));
+      std::memcpy(g + plain_offset(L.format, i, k), src + (r * L.cols + k) * es, static_cast<size_t>(es));
   }
 }
 
@@ -107,7 +117,7 @@ float dot_plain(const PackLayout& L, const uint8_t* g, int64_t i, const uint8_t*
   const int64_t es = L.format == GgmlType::F32 ? 4 : 2;
   double sum = 0.0;
   for (int64_t k = 0; k < L.cols; ++k)
-    sum += double(plain_value(L.format, g + (k * R + i) * es) * plain_value(L.format, x + k * es));
+    sum += double(plain_value(L.format, g + plain_offset(L.format, i, k)) * plain_value(L.format, x + k * es));
   return float(sum);
 }
 
@@ -123,7 +133,8 @@ int64_t rows16_group_bytes(GgmlType f, int64_t cols) {
     case GgmlType::Q8_0: return cols / kQK * kQ8Rec;
     case GgmlType::Q4_0: return cols / kQK * kQ4Rec;
     case GgmlType::F32: return cols * R * 4;
-    case GgmlType::F16: case GgmlType::BF16: return cols * R * 2;
+    case GgmlType::F16: return cols * R * 2;
+    case GgmlType::BF16: return (cols + 1) / 2 * R * 4;
     default: return 0;
   }
 }
@@ -132,8 +143,7 @@ void rows16_pack(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
   switch (L.format) {
     case GgmlType::Q8_0: pack_q8_0(L, src, dst); break;
     case GgmlType::Q4_0: pack_q4_0(L, src, dst); break;
-    case GgmlType::F32: pack_plain(L, src, dst, 4); break;
-    default: pack_plain(L, src, dst, 2); break;
+    default: pack_plain(L, src, dst); break;
   }
 }
 

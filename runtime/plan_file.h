@@ -36,7 +36,8 @@ namespace zenmoe::plan {
 // 3: Q5_K and Q6_K records hold their code chunks in the order the kernels read them.
 // 4: Q8_0 and Q4_0 groups hold one record per block (codes, then the rows' d).
 // 5: kernel descriptors carry a stream count (a byte of the former reserved field).
-inline constexpr uint32_t kPlanVersion = 5;
+// 6: BF16 groups hold column pairs per 32-bit lane.
+inline constexpr uint32_t kPlanVersion = 6;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 
 // How a tensor's matrices were packed (kernels/pack.h).

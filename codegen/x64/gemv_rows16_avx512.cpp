@@ -4,9 +4,14 @@
 //   Q8_0 / Q4_0 x Q8_0: vpdpbusd of the unsigned packed codes (q + 128, resp. the 4-bit code)
 //     with the broadcast activation dword; the bias times sum(x) is subtracted per block
 //     (precomputed once per call), then acc += float(isum) * (d_w * d_x), lane = row.
-//   F32 / F16 / BF16: acc += w[k][rows] * x[k], four accumulators for FMA latency; f16 and
-//     bf16 activations are widened to f32 once per call. bf16 weights are widened by a
-//     16-bit shift (the host may lack AVX512_BF16, and the shift is exact).
+//   F32 / F16: acc += w[k][rows] * x[k], four accumulators (k mod 4) for FMA latency; f16
+//     activations are widened to f32 once per call.
+//   BF16 (column pairs, one 64-byte load per pair): with AVX512_BF16 one vdpbf16ps per pair
+//     against the broadcast activation pair, accumulator j mod 4 for pair j. Below that level
+//     the pair's columns are widened in place, column 2j by a 16-bit shift and 2j+1 by a mask
+//     (both exact), into the accumulators k mod 4 of the F32 / F16 order against activations
+//     widened once per call: half the widening instructions of a column-major layout, and the
+//     AVX2 kernel's order, so both give the same bits.
 // Software prefetch: `prefetch` bytes ahead, one line per `prefetch_stride` bytes of the weight
 // stream (every line when 0); the loop is unrolled to one stride, so the stride costs one
 // prefetch instruction per iteration and leaves the summation order as it was.
@@ -44,12 +49,20 @@ class GemvRows16 : public JitKernelBase {
   static Zmm plain_acc(int t, int u) { return Zmm(t == 0 ? u : 13 + kUnroll * (t - 1) + u); }
   const Zmm zV = zmm4, zLo = zmm5, zHi = zmm6, zI = zmm7, zI2 = zmm8, zD = zmm9, zT = zmm10;
   const Zmm zM0F = zmm11, zMF0 = zmm12;
+  const Zmm zHiMask = zmm7;  // BF16 below AVX512_BF16: 0xFFFF0000 per lane (zI is a quant register)
 
   bool quant() const { return fmt_ == GgmlType::Q8_0 || fmt_ == GgmlType::Q4_0; }
   int64_t nblocks() const { return d_.cols / 32; }
   int code_bytes() const { return static_cast<int>(rows16_code_bytes(fmt_)); }
   int record_bytes() const { return static_cast<int>(rows16_record_bytes(fmt_)); }
   int elem_bytes() const { return fmt_ == GgmlType::F32 ? 4 : 2; }
+  bool pairs() const { return fmt_ == GgmlType::BF16; }
+  // BF16 pairs by vdpbf16ps straight from the bf16 activation row (AVX512_BF16).
+  bool dot_pairs() const { return pairs() && d_.isa >= isa::IsaLevel::kAvx512Bf16; }
+  // Bytes of one k step of a plain group: a column, or for BF16 a column pair.
+  int step_bytes() const { return pairs() ? 64 : kRows * elem_bytes(); }
+  // k steps of a plain group: columns, or BF16 column pairs (an odd K's last one half used).
+  int64_t plain_steps() const { return pairs() ? (d_.cols + 1) / 2 : d_.cols; }
   int64_t scratch_bytes() const;
   int64_t group_stride() const;
   void prep_quant();
@@ -59,7 +72,8 @@ class GemvRows16 : public JitKernelBase {
   void quant_loop(int ns);
   Address rec(int t, int64_t off) const;
   int stride() const { return d_.prefetch == 0 ? 0 : std::max<int>(64, d_.prefetch_stride); }
-  void plain_step(int t, int u, int k_off);
+  void plain_step(int t, int k_off);
+  void pair_step(int t, int j_off, bool last_half);
   void plain_loop(int ns);
   void store_group(int t, const Reg64& g);
 
@@ -71,12 +85,12 @@ class GemvRows16 : public JitKernelBase {
 
 int64_t GemvRows16::scratch_bytes() const {
   if (quant()) return (nblocks() * 8 + 63) / 64 * 64;
-  if (fmt_ == GgmlType::F32) return 64;
+  if (fmt_ == GgmlType::F32 || dot_pairs()) return 64;
   return (int64_t{d_.cols} * 4 + 63) / 64 * 64;
 }
 
 int64_t GemvRows16::group_stride() const {
-  const int64_t raw = quant() ? nblocks() * record_bytes() : int64_t{d_.cols} * kRows * elem_bytes();
+  const int64_t raw = quant() ? nblocks() * record_bytes() : plain_steps() * step_bytes();
   return (raw + 63) / 64 * 64;
 }
 
@@ -130,10 +144,23 @@ void GemvRows16::prep_quant() {
   emit_q80_sums(*this, rPx, rScr, rCnt, nblocks(), fmt_ == GgmlType::Q8_0 ? 128 : 8);
 }
 
-// f16 / bf16 activations widened to f32 in scratch (F32 is used in place).
+// f16 / bf16 activations widened to f32 in scratch (F32 is used in place). BF16 by
+// vdpbf16ps reads the row in place; an odd K's last column is copied to scratch as the pair
+// (x[K-1], 0) so that no load reaches past the row.
 void GemvRows16::prep_plain() {
   if (fmt_ == GgmlType::F32) return;
   mov(rPx, qword[rArgs + kArgX]);
+  if (dot_pairs()) {
+    if (d_.cols % 2 != 0) {
+      movzx(eax, word[rPx + 2 * (d_.cols - 1)]);
+      mov(dword[rsp], eax);
+    }
+    return;
+  }
+  if (pairs()) {
+    mov(eax, 0xFFFF0000);
+    vpbroadcastd(zHiMask, eax);
+  }
   const int64_t full = d_.cols / 16;
   for (int64_t i = 0; i < full; ++i) {
     if (fmt_ == GgmlType::F16) {
@@ -219,10 +246,11 @@ void GemvRows16::quant_loop(int ns) {
   for (int64_t b = 0; b < tail; ++b) quant_step(ns);
 }
 
-// One k step of stream t into its accumulator u; k_off is the element offset from the loop
-// pointers.
-void GemvRows16::plain_step(int t, int u, int k_off) {
-  const Zmm acc = plain_acc(t, u);
+// One k step of stream t (k_off steps past the loop pointers, which start each iteration at
+// a multiple of kUnroll columns): a column into accumulator k_off mod 4, or a BF16 pair.
+void GemvRows16::plain_step(int t, int k_off) {
+  if (pairs()) return pair_step(t, k_off, false);
+  const Zmm acc = plain_acc(t, k_off % kUnroll);
   if (fmt_ == GgmlType::F32) {
     vmovups(zV, rec(t, int64_t{k_off} * 64));
     vfmadd231ps(acc, zV, ptr_b[rPx + 4 * k_off]);
@@ -237,33 +265,56 @@ void GemvRows16::plain_step(int t, int u, int k_off) {
   }
 }
 
+// Column pair j_off of stream t (loop pointers at an even pair, a multiple of 4 columns).
+// last_half: an odd K's last pair, whose high column is padding.
+void GemvRows16::pair_step(int t, int j_off, bool last_half) {
+  const Address w = rec(t, int64_t{j_off} * 64);
+  if (dot_pairs()) {
+    vmovdqu32(zV, w);
+    // Pairs come from the activation row (rPx), an odd K's last one from scratch.
+    vdpbf16ps(plain_acc(t, j_off % kUnroll), zV, last_half ? ptr_b[rsp] : ptr_b[rPx + 4 * j_off]);
+    return;
+  }
+  vpslld(zV, w, 16);
+  vfmadd231ps(plain_acc(t, (2 * j_off) % kUnroll), zV, ptr_b[rScr + 8 * j_off]);
+  if (last_half) return;
+  vpandd(zLo, zHiMask, w);
+  vfmadd231ps(plain_acc(t, (2 * j_off + 1) % kUnroll), zLo, ptr_b[rScr + 8 * j_off + 4]);
+}
+
 // kUnroll k steps per iteration, or more so an iteration covers one prefetch stride; one
 // line prefetched per stride, the leftover k steps unrolled after the loop. With ns streams,
 // each k step is taken for every stream in turn, each into its own accumulators.
 void GemvRows16::plain_loop(int ns) {
-  const int row_bytes = kRows * elem_bytes();
+  const int row_bytes = step_bytes();
   const int s = stride();
   const int body = std::max(s, kUnroll * row_bytes);
-  const int steps = body / row_bytes;
-  const int64_t iters = d_.cols / steps, tail = d_.cols % steps;
-  const Reg64& rAct = fmt_ == GgmlType::F32 ? rPx : rScr;
+  const int steps = body / row_bytes;  // BF16: an even count, so every iteration starts at k % 4 == 0
+  const bool odd = pairs() && d_.cols % 2 != 0;
+  const int64_t full = plain_steps() - (odd ? 1 : 0);
+  const int64_t iters = full / steps, tail = full % steps;
+  const Reg64& rAct = fmt_ == GgmlType::F32 || dot_pairs() ? rPx : rScr;
+  // Activation bytes per step: an f32 column, an f32 column pair, or a bf16 pair.
+  const int act_step = pairs() && !dot_pairs() ? 8 : 4;
   if (iters > 0) {
     Label loop;
     mov(rCnt, iters);
     L(loop);
     for (int u = 0; u < steps; ++u)
-      for (int t = 0; t < ns; ++t) plain_step(t, u % kUnroll, u);
+      for (int t = 0; t < ns; ++t) plain_step(t, u);
     if (s != 0)
       for (int t = 0; t < ns; ++t)
         for (int i = 0; i < body / s; ++i) prefetcht0(rec(t, int64_t{d_.prefetch} + int64_t{s} * i));
     add(rPc, body);
     if (ns > 2) add(rPc2, body);
-    add(rAct, steps * 4);
+    add(rAct, steps * act_step);
     dec(rCnt);
     jnz(loop, T_NEAR);
   }
   for (int u = 0; u < tail; ++u)
-    for (int t = 0; t < ns; ++t) plain_step(t, u % kUnroll, u);
+    for (int t = 0; t < ns; ++t) plain_step(t, u);
+  if (odd)
+    for (int t = 0; t < ns; ++t) pair_step(t, static_cast<int>(tail), true);
 }
 
 // Stream t's accumulators summed (the same order for every stream count); lanes are the
