@@ -88,6 +88,12 @@ bool multi_stream_kernel(GgmlType weight, KernelOp op, isa::IsaLevel level) {
 }
 bool multi_stream_kernel(const KernelDesc& d) { return multi_stream_kernel(d.weight, d.op, d.isa); }
 
+// The generic tuning (CPUs other than Zen 4 / Zen 5) prefetches every line of the AVX-512
+// row-per-lane GEMVs 4 KiB ahead instead of one line per KiB (see prefetch_stride).
+bool every_line_generic(GgmlType weight, isa::Target target) {
+  return target.tuning == isa::Tuning::kGeneric && strided_prefetch_kernel(weight, target.level);
+}
+
 }  // namespace
 
 std::string canonical_name(const KernelDesc& d) {
@@ -221,9 +227,15 @@ int prefetch_stride(GgmlType weight, isa::Target target) {
   // while its scales were a separate region; with one record per block it gained 13-34 % at 1
   // thread and 10-50 % at 2 (Kimi expert shapes, three rounds). The other kernels prefetch
   // whole records, spread over the work on each.
+  // Those figures came from an earlier host; the Zen tunings keep them. On the Intel Xeon host
+  // (generic tuning) every line 4 KiB ahead won instead, in every case of `bench kernels
+  // --formats f32,f16,bf16,q8_0 --shapes kimi_expert_gate_up,bench_expert_gate_up --regimes
+  // dram -t 1,2`, two rounds each way; as fractions of a probe without software prefetch, e.g.
+  // Q8_0 at the Kimi expert shape 79-81 % -> 103-104 % at 1 thread, BF16 at 2 threads
+  // 78-83 % -> 99-102 %, F16 88-92 % -> 106-107 % at 1 thread, F32 95 % -> 119-120 %.
   const bool sparse = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16 ||
                       weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0;
-  return sparse && strided_prefetch_kernel(weight, target.level) ? 1024 : 0;
+  return sparse && strided_prefetch_kernel(weight, target.level) && !every_line_generic(weight, target) ? 1024 : 0;
 }
 
 int prefetch_distance(GgmlType weight, isa::Target target) {
@@ -232,8 +244,9 @@ int prefetch_distance(GgmlType weight, isa::Target target) {
   // of the per-round ratios; bench kernels, DRAM regime, Kimi and bench expert shapes):
   // - One line per KiB (prefetch_stride) goes 16 KiB ahead. For BF16, 8, 16 and 32 KiB were
   //   within 7 % of each other; for Q8_0, 8 KiB was 8 % slower to 12 % faster (no clear winner).
-  // - Without a stride, F32, F16 and BF16 do little work per cache line and run best with no
-  //   software prefetch: every line 4 KiB ahead was 6-23 % slower at 1 thread.
+  // - Without a stride, F32, F16 and BF16 do little work per cache line and ran best with no
+  //   software prefetch: every line 4 KiB ahead was 6-23 % slower at 1 thread (an earlier
+  //   host; the generic tuning prefetches every line 4 KiB ahead, see prefetch_stride).
   // - Q6_K's 3392-byte records need 8 KiB: +29-33 % over 4 KiB (an earlier host: 50 % of the
   //   read bandwidth at 4 KiB, 70 % at 8 KiB, 64-67 % at 10-12 KiB).
   // - Q4_K: 4 KiB was 6-11 % faster than 8 KiB at 1 and 2 threads (2-3 KiB within 5 %). An
@@ -244,7 +257,9 @@ int prefetch_distance(GgmlType weight, isa::Target target) {
   //   16 KiB and Q6_K at 4, 8 and 16 KiB were timed in turn again (three rounds): 4 and 8 KiB
   //   stay the best or within the noise.
   if (prefetch_stride(weight, target) > 64) return 16384;
-  if (weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16) return 0;
+  if ((weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16) &&
+      !every_line_generic(weight, target))
+    return 0;
   const int base = isa::tuning_hints(target.tuning).prefetch_distance;
   return weight == GgmlType::Q6_K ? 2 * base : base;
 }
