@@ -40,21 +40,22 @@ int bench_bandwidth(int argc, char** argv, int first) {
   nlohmann::json out = nlohmann::json::array();
   const bool json = args->has("json");
   if (!json)
-    std::printf("read bandwidth, %s loads, %lld MiB buffer (L3 %lld MiB%s), the better of 1 and %d streams per "
-                "thread\n%8s %10s %10s %10s %8s\n",
+    std::printf("read bandwidth, %s loads, %lld MiB buffer (L3 %lld MiB%s), the best of 1 and %d streams per "
+                "thread, each without and with a prefetch %d bytes ahead\n%8s %10s %10s %10s %8s %9s\n",
                 load_isa_name(*isa), static_cast<long long>(*mib),
                 static_cast<long long>(caches.l3 >> 20), caches.from_sysfs ? "" : ", assumed", kProbeStreams,
-                "threads", "GB/s", "min", "max", "streams");
+                kProbePrefetch, "threads", "GB/s", "min", "max", "streams", "prefetch");
   for (int t = 1; t <= *threads; ++t) {
     ThreadTeam team(t);
     BandwidthResult r = probe->measure(team, static_cast<int>(*reps));
     if (json) {
       out.push_back({{"threads", t}, {"read_bw_gbps", r.median_gbps}, {"min_gbps", r.min_gbps},
                      {"max_gbps", r.max_gbps}, {"buffer_bytes", r.buffer_bytes}, {"reps", r.reps},
-                     {"isa", load_isa_name(r.isa)}, {"streams", r.streams}, {"l3_bytes", caches.l3},
+                     {"isa", load_isa_name(r.isa)}, {"streams", r.streams}, {"prefetch", r.prefetch}, {"l3_bytes", caches.l3},
                      {"clock", measure_clock_name()}});
     } else {
-      std::printf("%8d %10.2f %10.2f %10.2f %8d\n", t, r.median_gbps, r.min_gbps, r.max_gbps, r.streams);
+      std::printf("%8d %10.2f %10.2f %10.2f %8d %9d\n", t, r.median_gbps, r.min_gbps, r.max_gbps, r.streams,
+                  r.prefetch);
     }
   }
   if (json) std::printf("%s\n", out.dump(2).c_str());

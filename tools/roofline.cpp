@@ -201,13 +201,21 @@ Expected<LoadIsa> choose_load_isa(const std::string& cap) {
 
 namespace {
 
+// Software prefetch of the lines `ahead` bytes past q (0: none). A prefetch past the end of
+// the buffer is only a hint: it never faults.
+inline void prefetch_ahead(const uint8_t* q, size_t ahead) {
+  if (ahead == 0) return;
+  for (size_t b = 0; b < 256; b += 64) _mm_prefetch(reinterpret_cast<const char*>(q + ahead + b), _MM_HINT_T0);
+}
+
 // Each pass of the loops reads 256 bytes from each of the `streams` parts of [p, p + n).
-__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t n, int streams) {
+__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t n, int streams, size_t ahead) {
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
   const size_t per = n / static_cast<size_t>(streams);
   for (size_t i = 0; i < per; i += 256)
     for (int s = 0; s < streams; ++s) {
       const uint8_t* q = p + static_cast<size_t>(s) * per + i;
+      prefetch_ahead(q, ahead);
       a0 = _mm512_xor_si512(a0, _mm512_load_si512(q));
       a1 = _mm512_xor_si512(a1, _mm512_load_si512(q + 64));
       a2 = _mm512_xor_si512(a2, _mm512_load_si512(q + 128));
@@ -219,13 +227,14 @@ __attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t
   return lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3] ^ lanes[4] ^ lanes[5] ^ lanes[6] ^ lanes[7];
 }
 
-__attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* p, size_t n, int streams) {
+__attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* p, size_t n, int streams, size_t ahead) {
   __m256i a[8];
   for (auto& v : a) v = _mm256_setzero_si256();
   const size_t per = n / static_cast<size_t>(streams);
   for (size_t i = 0; i < per; i += 256)
     for (int s = 0; s < streams; ++s) {
       const uint8_t* q = p + static_cast<size_t>(s) * per + i;
+      prefetch_ahead(q, ahead);
       for (int j = 0; j < 8; ++j)
         a[j] = _mm256_xor_si256(a[j], _mm256_load_si256(reinterpret_cast<const __m256i*>(q + 32 * j)));
     }
@@ -235,30 +244,32 @@ __attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* p, size_t n, i
   return lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3];
 }
 
-uint64_t read_scalar(const uint8_t* p, size_t n, int streams) {
+uint64_t read_scalar(const uint8_t* p, size_t n, int streams, size_t ahead) {
   uint64_t acc[8] = {};
   const size_t per = n / static_cast<size_t>(streams);
   for (size_t i = 0; i < per; i += 256)
-    for (int s = 0; s < streams; ++s)
+    for (int s = 0; s < streams; ++s) {
+      prefetch_ahead(p + static_cast<size_t>(s) * per + i, ahead);
       for (size_t b = 0; b < 256; b += 64)
         for (int j = 0; j < 8; ++j) {
           uint64_t v;
           std::memcpy(&v, p + static_cast<size_t>(s) * per + i + b + 8 * j, 8);
           acc[j] ^= v;
         }
+    }
   return acc[0] ^ acc[1] ^ acc[2] ^ acc[3] ^ acc[4] ^ acc[5] ^ acc[6] ^ acc[7];
 }
 
 }  // namespace
 
-uint64_t read_bytes(LoadIsa isa, const uint8_t* p, size_t n, int streams) {
+uint64_t read_bytes(LoadIsa isa, const uint8_t* p, size_t n, int streams, size_t prefetch) {
   streams = std::max(1, streams);
   switch (isa) {
-    case LoadIsa::kAvx512: return read_avx512(p, n, streams);
-    case LoadIsa::kAvx2: return read_avx2(p, n, streams);
+    case LoadIsa::kAvx512: return read_avx512(p, n, streams, prefetch);
+    case LoadIsa::kAvx2: return read_avx2(p, n, streams, prefetch);
     case LoadIsa::kScalar: break;
   }
-  return read_scalar(p, n, streams);
+  return read_scalar(p, n, streams, prefetch);
 }
 
 Expected<BandwidthProbe> BandwidthProbe::make(int64_t buffer_bytes, LoadIsa isa) {
@@ -281,10 +292,11 @@ BandwidthResult BandwidthProbe::measure(ThreadTeam& team, int reps) {
   std::vector<uint64_t> sink(static_cast<size_t>(t) * 8);
   const double bytes = static_cast<double>(pages * 4096) * t;
   BandwidthResult res;
-  for (int streams : {1, kProbeStreams}) {
+  for (const auto& [streams, ahead] : {std::pair{1, 0}, std::pair{kProbeStreams, 0}, std::pair{1, kProbePrefetch},
+                                      std::pair{kProbeStreams, kProbePrefetch}}) {
     auto pass = [&](int tid) {
       const uint8_t* p = buf_.data() + static_cast<size_t>(tid) * pages * 4096;
-      sink[static_cast<size_t>(tid) * 8] += read_bytes(isa_, p, pages * 4096, streams);
+      sink[static_cast<size_t>(tid) * 8] += read_bytes(isa_, p, pages * 4096, streams, ahead);
     };
     team.run(pass);  // warm-up: TLB, frequency ramp
     std::vector<double> gbps;
@@ -300,6 +312,7 @@ BandwidthResult BandwidthProbe::measure(ThreadTeam& team, int reps) {
     res.max_gbps = *std::max_element(gbps.begin(), gbps.end());
     res.reps = static_cast<int>(gbps.size());
     res.streams = streams;
+    res.prefetch = ahead;
   }
   volatile uint64_t keep = sink[0];
   (void)keep;
