@@ -202,10 +202,12 @@ Expected<LoadIsa> choose_load_isa(const std::string& cap) {
 namespace {
 
 // Software prefetch of the lines `ahead` bytes past q (0: none). A prefetch past the end of
-// the buffer is only a hint: it never faults.
+// the buffer is only a hint: it never faults. The address is computed as an integer, since a
+// pointer that far past the buffer may not be formed.
 inline void prefetch_ahead(const uint8_t* q, size_t ahead) {
   if (ahead == 0) return;
-  for (size_t b = 0; b < 256; b += 64) _mm_prefetch(reinterpret_cast<const char*>(q + ahead + b), _MM_HINT_T0);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(q) + ahead;
+  for (uintptr_t b = 0; b < 256; b += 64) _mm_prefetch(reinterpret_cast<const char*>(at + b), _MM_HINT_T0);
 }
 
 // Each pass of the loops reads 256 bytes from each of the `streams` parts of [p, p + n).
