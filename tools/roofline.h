@@ -112,7 +112,8 @@ Expected<LoadIsa> choose_load_isa(const std::string& cap);
 
 // Reads n bytes (n a multiple of 256 * streams, p 64-byte aligned) and folds them into a value
 // so the loads cannot be optimised away. With streams > 1 the range is cut into that many
-// equal parts read side by side, 256 bytes of each in turn.
+// equal parts read side by side, 256 bytes of each in turn. prefetch > 0: every line is also
+// software-prefetched that many bytes ahead.
 uint64_t read_bytes(LoadIsa isa, const uint8_t* p, size_t n, int streams = 1, size_t prefetch = 0);
 
 struct BandwidthResult {
@@ -133,8 +134,8 @@ struct BandwidthResult {
 // a software prefetch of every line kProbePrefetch bytes ahead, as the GEMV kernels do (on an
 // Intel Xeon host the kernels prefetching so read faster than the probe did without it, and
 // the probe's best pattern rose from 13.1-13.4 to 13.7-17.1 GB/s at one thread; `zenmoe bench
-// bandwidth`, two runs each); the best pattern is the figure. Keeps the buffer so repeated measurements (right before
-// each GEMV group) are cheap.
+// bandwidth`, two runs each); the best pattern is the figure. Keeps the buffer so repeated
+// measurements (right before each GEMV group) are cheap.
 inline constexpr int kProbeStreams = 4;
 inline constexpr int kProbePrefetch = 4096;
 class BandwidthProbe {
