@@ -127,9 +127,9 @@ TuningHints tuning_hints(Tuning t) {
   h.tuning = t;
   h.full_width_512 = t == Tuning::kZen5;
   // The base distance ahead of the weight stream, measured on the development host (1-16 KiB
-  // swept; codegen/kernel_desc.cpp scales it per format). Not yet measured on Zen 4 / Zen 5
-  // hardware, so every tuning starts from the same distance; the descriptor carries it so a
-  // tuned value changes the kernel key.
+  // swept; codegen/kernel_desc.cpp scales it per format, and shortens Q4_K's on Zen 5, where
+  // it was measured). Not yet measured on Zen 4 hardware, so every tuning starts from the same
+  // distance; the descriptor carries it so a tuned value changes the kernel key.
   h.prefetch_distance = 4096;
   return h;
 }

@@ -88,10 +88,12 @@ bool multi_stream_kernel(GgmlType weight, KernelOp op, isa::IsaLevel level) {
 }
 bool multi_stream_kernel(const KernelDesc& d) { return multi_stream_kernel(d.weight, d.op, d.isa); }
 
-// The generic tuning (CPUs other than Zen 4 / Zen 5) prefetches every line of the AVX-512
-// row-per-lane GEMVs 4 KiB ahead instead of one line per KiB (see prefetch_stride).
-bool every_line_generic(GgmlType weight, isa::Target target) {
-  return target.tuning == isa::Tuning::kGeneric && strided_prefetch_kernel(weight, target.level);
+// The AVX-512 row-per-lane GEMVs that prefetch every line 4 KiB ahead instead of one line per
+// KiB (see prefetch_stride): all of them on the generic tuning (CPUs other than Zen 4 / Zen 5),
+// Q4_0's on Zen 5.
+bool every_line_prefetch(GgmlType weight, isa::Target target) {
+  if (!strided_prefetch_kernel(weight, target.level)) return false;
+  return target.tuning == isa::Tuning::kGeneric || (target.tuning == isa::Tuning::kZen5 && weight == GgmlType::Q4_0);
 }
 
 }  // namespace
@@ -233,9 +235,16 @@ int prefetch_stride(GgmlType weight, isa::Target target) {
   // dram -t 1,2`, two rounds each way; as fractions of a probe without software prefetch, e.g.
   // Q8_0 at the Kimi expert shape 79-81 % -> 103-104 % at 1 thread, BF16 at 2 threads
   // 78-83 % -> 99-102 %, F16 88-92 % -> 106-107 % at 1 thread, F32 95 % -> 119-120 %.
+  // On a Zen 5 host (EPYC, family 1Ah; `bench kernels --formats q8_0,q4_0,bf16,f16,f32 --shapes
+  // kimi_expert_gate_up,bench_expert_gate_up --regimes dram -t 1,2`, two rounds each way, as
+  // fractions of the prefetching probe) the stride kept its lead at 1 thread for Q8_0
+  // (95-99 % against 92-93 %), BF16 (97-98 % against 88-92 %) and F32 (97-100 % against
+  // 88-92 %); F16 was even. Q4_0 went the other way: every line 4 KiB ahead read 87-89 %
+  // against 74-82 % at 1 thread and 75-93 % against 61-76 % at 2, so Zen 5 prefetches Q4_0
+  // that way.
   const bool sparse = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16 ||
                       weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0;
-  return sparse && strided_prefetch_kernel(weight, target.level) && !every_line_generic(weight, target) ? 1024 : 0;
+  return sparse && strided_prefetch_kernel(weight, target.level) && !every_line_prefetch(weight, target) ? 1024 : 0;
 }
 
 int prefetch_distance(GgmlType weight, isa::Target target) {
@@ -256,9 +265,18 @@ int prefetch_distance(GgmlType weight, isa::Target target) {
   // - With each record's prefetches spread over its work (jit_base.h), Q4_K at 2, 4, 8 and
   //   16 KiB and Q6_K at 4, 8 and 16 KiB were timed in turn again (three rounds): 4 and 8 KiB
   //   stay the best or within the noise.
+  // - Zen 5 (EPYC, family 1Ah), Q4_K from AVX-512 up: base distances 4096, 2048, 1536 and
+  //   1280 timed in turn (three rounds; Kimi expert and dense shapes and the bench expert's, GEMV
+  //   and fused gate/up, 1 and 2 threads). 1536 read 94-96 % of the probe at the Kimi expert
+  //   shape at 1 thread against 88-90 % at 4096, 86-91 % against 81-91 % at 2 threads, and
+  //   85-89 % against 72-77 % at the bench expert shape; 2048 was within a few points of it and
+  //   1280 no better. Q6_K lost 10-15 points at half its distance and Q5_K and Q4_0 gained
+  //   nothing, so they keep theirs.
   if (prefetch_stride(weight, target) > 64) return 16384;
+  if (weight == GgmlType::Q4_K && target.tuning == isa::Tuning::kZen5 && target.level >= isa::IsaLevel::kAvx512)
+    return 1536;
   if ((weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16) &&
-      !every_line_generic(weight, target))
+      !every_line_prefetch(weight, target))
     return 0;
   const int base = isa::tuning_hints(target.tuning).prefetch_distance;
   return weight == GgmlType::Q6_K ? 2 * base : base;

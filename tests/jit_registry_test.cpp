@@ -99,13 +99,34 @@ KernelDesc base_desc() {
 
 TEST(JitDesc, CanonicalName) {
   EXPECT_EQ(canonical_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5");
-  EXPECT_EQ(instance_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf4096_s4_v1");
+  EXPECT_EQ(instance_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf1536_s4_v1");
   KernelDesc d = base_desc();
   d.op = KernelOp::kGemvAccumulate;
   d.row_block = 4;
   d.isa = IsaLevel::kAvx2;
   d.tuning = Tuning::kZen4;
   EXPECT_EQ(canonical_name(d), "gemvacc_q4k_q8k_f32_4r__avx2_zen4");
+}
+
+// The prefetch defaults each tuning measured best: one line per KiB 16 KiB ahead for the
+// row-per-lane GEMVs on Zen (but every line 4 KiB ahead for Q4_0 on Zen 5), every line 4 KiB
+// ahead on other CPUs; Q4_K 1536 bytes ahead on Zen 5, 4096 elsewhere.
+TEST(JitDesc, PrefetchDefaultsPerTuning) {
+  auto desc = [](GgmlType w, Tuning t) { return default_gemv_desc(w, 7168, {IsaLevel::kAvx512Bf16, t}); };
+  for (Tuning t : {Tuning::kZen4, Tuning::kZen5, Tuning::kGeneric}) {
+    SCOPED_TRACE(isa::tuning_name(t));
+    const KernelDesc q8 = desc(GgmlType::Q8_0, t), q4 = desc(GgmlType::Q4_0, t), q4k = desc(GgmlType::Q4_K, t);
+    const bool generic = t == Tuning::kGeneric;
+    EXPECT_EQ(q8.prefetch_stride, generic ? 0 : 1024);
+    EXPECT_EQ(q8.prefetch, generic ? 4096 : 16384);
+    const bool q4_every_line = generic || t == Tuning::kZen5;
+    EXPECT_EQ(q4.prefetch_stride, q4_every_line ? 0 : 1024);
+    EXPECT_EQ(q4.prefetch, q4_every_line ? 4096 : 16384);
+    EXPECT_EQ(q4k.prefetch_stride, 0);
+    EXPECT_EQ(q4k.prefetch, t == Tuning::kZen5 ? 1536 : 4096);
+  }
+  // Below AVX-512 (the AVX2 kernels) Zen 5 keeps the base distance for Q4_K.
+  EXPECT_EQ(default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx2, Tuning::kZen5}).prefetch, 4096);
 }
 
 // Changing any single field must change the key (hash and equality).
