@@ -88,6 +88,11 @@ bool multi_stream_kernel(GgmlType weight, KernelOp op, isa::IsaLevel level) {
 }
 bool multi_stream_kernel(const KernelDesc& d) { return multi_stream_kernel(d.weight, d.op, d.isa); }
 
+// Zen 5 tuning at an AVX-512 level: the Q4_K GEMVs' own streams and prefetch distance.
+bool zen5_avx512(isa::Target target) {
+  return target.tuning == isa::Tuning::kZen5 && target.level >= isa::IsaLevel::kAvx512;
+}
+
 // The AVX-512 row-per-lane GEMVs that prefetch every line 4 KiB ahead instead of one line per
 // KiB (see prefetch_stride): all of them on the generic tuning (CPUs other than Zen 4 / Zen 5),
 // Q4_0's on Zen 5.
@@ -217,6 +222,15 @@ int gemv_streams(GgmlType weight, KernelOp op, isa::Target target) {
   // rounds), 2 threads 1.11-1.17 and 1.02-1.09; BF16 1.14-1.18 and F16 1.13-1.16 at 1 thread.
   // The AVX2 Q4_K GEMV (bench kernels --isa avx2): 65-72 % of the read bandwidth with one
   // stream, 70-81 % with 4 (three rounds, two shapes).
+  // Zen 5 (EPYC, family 1Ah), Q4_K from AVX-512 up: 2 streams 3072 bytes ahead against 4
+  // streams 1536 bytes ahead (the same bytes in flight), three rounds in turn. bench kernels,
+  // DRAM regime, GEMV and fused gate/up at the bench expert, 2048 -> 768 and Kimi expert shapes:
+  // +3 to +19 points of the read-bandwidth probe at 2 threads in every pair, -6 to +8 at 1
+  // thread (mostly ahead). bench model (bench preset, 64-token prompt, 128 decoded): decode
+  // 107-126 tok/s against 108-118 at 1 thread (75-84 % of the probe against 68-72 %) and
+  // 179-185 against 159-165 at 2 (71-73 % against 61-62 %). 1 stream 6144 bytes ahead lost
+  // at 1 thread (79-91 %).
+  if (weight == GgmlType::Q4_K && zen5_avx512(target) && multi_stream_kernel(weight, op, target.level)) return 2;
   return multi_stream_kernel(weight, op, target.level) ? 4 : 1;
 }
 
@@ -265,16 +279,16 @@ int prefetch_distance(GgmlType weight, isa::Target target) {
   // - With each record's prefetches spread over its work (jit_base.h), Q4_K at 2, 4, 8 and
   //   16 KiB and Q6_K at 4, 8 and 16 KiB were timed in turn again (three rounds): 4 and 8 KiB
   //   stay the best or within the noise.
-  // - Zen 5 (EPYC, family 1Ah), Q4_K from AVX-512 up: base distances 4096, 2048, 1536 and
-  //   1280 timed in turn (three rounds; Kimi expert and dense shapes and the bench expert's, GEMV
-  //   and fused gate/up, 1 and 2 threads). 1536 read 94-96 % of the probe at the Kimi expert
-  //   shape at 1 thread against 88-90 % at 4096, 86-91 % against 81-91 % at 2 threads, and
-  //   85-89 % against 72-77 % at the bench expert shape; 2048 was within a few points of it and
-  //   1280 no better. Q6_K lost 10-15 points at half its distance and Q5_K and Q4_0 gained
-  //   nothing, so they keep theirs.
+  // - Zen 5 (EPYC, family 1Ah), Q4_K from AVX-512 up, with 4 streams: base distances 4096,
+  //   2048, 1536 and 1280 timed in turn (three rounds; Kimi expert and dense shapes and the bench
+  //   expert's, GEMV and fused gate/up, 1 and 2 threads). 1536 read 94-96 % of the probe at the
+  //   Kimi expert shape at 1 thread against 88-90 % at 4096, 86-91 % against 81-91 % at 2
+  //   threads, and 85-89 % against 72-77 % at the bench expert shape; 2048 was within a few
+  //   points of it and 1280 no better. Q6_K lost 10-15 points at half its distance and Q5_K
+  //   and Q4_0 gained nothing, so they keep theirs. With 2 streams (gemv_streams) the same
+  //   bytes in flight, 3072 per stream, beat 1024, 1536, 2048 and 4096.
   if (prefetch_stride(weight, target) > 64) return 16384;
-  if (weight == GgmlType::Q4_K && target.tuning == isa::Tuning::kZen5 && target.level >= isa::IsaLevel::kAvx512)
-    return 1536;
+  if (weight == GgmlType::Q4_K && zen5_avx512(target)) return 3072;
   if ((weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16) &&
       !every_line_prefetch(weight, target))
     return 0;

@@ -99,7 +99,7 @@ KernelDesc base_desc() {
 
 TEST(JitDesc, CanonicalName) {
   EXPECT_EQ(canonical_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5");
-  EXPECT_EQ(instance_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf1536_s4_v1");
+  EXPECT_EQ(instance_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf3072_s2_v1");
   KernelDesc d = base_desc();
   d.op = KernelOp::kGemvAccumulate;
   d.row_block = 4;
@@ -110,7 +110,7 @@ TEST(JitDesc, CanonicalName) {
 
 // The prefetch defaults each tuning measured best: one line per KiB 16 KiB ahead for the
 // row-per-lane GEMVs on Zen (but every line 4 KiB ahead for Q4_0 on Zen 5), every line 4 KiB
-// ahead on other CPUs; Q4_K 1536 bytes ahead on Zen 5, 4096 elsewhere.
+// ahead on other CPUs; Q4_K in 2 streams 3072 bytes ahead on Zen 5, 4 streams 4096 ahead elsewhere.
 TEST(JitDesc, PrefetchDefaultsPerTuning) {
   auto desc = [](GgmlType w, Tuning t) { return default_gemv_desc(w, 7168, {IsaLevel::kAvx512Bf16, t}); };
   for (Tuning t : {Tuning::kZen4, Tuning::kZen5, Tuning::kGeneric}) {
@@ -123,10 +123,16 @@ TEST(JitDesc, PrefetchDefaultsPerTuning) {
     EXPECT_EQ(q4.prefetch_stride, q4_every_line ? 0 : 1024);
     EXPECT_EQ(q4.prefetch, q4_every_line ? 4096 : 16384);
     EXPECT_EQ(q4k.prefetch_stride, 0);
-    EXPECT_EQ(q4k.prefetch, t == Tuning::kZen5 ? 1536 : 4096);
+    EXPECT_EQ(q4k.prefetch, t == Tuning::kZen5 ? 3072 : 4096);
+    EXPECT_EQ(q4k.streams, t == Tuning::kZen5 ? 2 : 4);
+    const KernelDesc gate_up = default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx512Bf16, t}, KernelOp::kGateUpSwiglu);
+    EXPECT_EQ(gate_up.streams, q4k.streams);
+    EXPECT_EQ(gate_up.prefetch, q4k.prefetch);
   }
-  // Below AVX-512 (the AVX2 kernels) Zen 5 keeps the base distance for Q4_K.
-  EXPECT_EQ(default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx2, Tuning::kZen5}).prefetch, 4096);
+  // Below AVX-512 (the AVX2 kernels) Zen 5 keeps the base distance and 4 streams for Q4_K.
+  const KernelDesc avx2 = default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx2, Tuning::kZen5});
+  EXPECT_EQ(avx2.prefetch, 4096);
+  EXPECT_EQ(avx2.streams, 4);
 }
 
 // Changing any single field must change the key (hash and equality).
@@ -149,7 +155,7 @@ TEST(JitDesc, EveryFieldChangesTheKey) {
   vary([](KernelDesc& d) { d.row_block = 4; });
   vary([](KernelDesc& d) { d.version = kGeneratorVersion + 1; });
   vary([](KernelDesc& d) { d.prefetch_stride = 1024; });
-  vary([](KernelDesc& d) { d.streams = 2; });
+  vary([](KernelDesc& d) { d.streams = 4; });
   vary([](KernelDesc& d) { d.reserved = 1; });
   // Every byte of the struct belongs to a field above (no padding is asserted in the header);
   // check the list covers them all by flipping each byte too.
@@ -220,8 +226,8 @@ TEST(JitDesc, Validation) {
   // Streams: 1, 2 or 4; more than one only for the Q4_K GEMV and gate+up kernels (AVX2 and up),
   // the AVX-512 VNNI Q8_0, Q4_0 and Q5_K GEMVs and the AVX-512 plain-format GEMVs.
   d = base_desc();
-  EXPECT_EQ(d.streams, 4);
-  for (int ns : {1, 2}) {
+  EXPECT_EQ(d.streams, 2);  // Zen 5's Q4_K (PrefetchDefaultsPerTuning)
+  for (int ns : {1, 4}) {
     d.streams = static_cast<uint8_t>(ns);
     EXPECT_TRUE(validate(d).is_ok()) << ns;
   }
