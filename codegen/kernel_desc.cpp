@@ -88,7 +88,8 @@ bool multi_stream_kernel(GgmlType weight, KernelOp op, isa::IsaLevel level) {
 }
 bool multi_stream_kernel(const KernelDesc& d) { return multi_stream_kernel(d.weight, d.op, d.isa); }
 
-// Zen 5 tuning at an AVX-512 level: the Q4_K GEMVs' own streams and prefetch distance.
+// Zen 5 tuning at an AVX-512 level: 2 streams for the multi-stream GEMVs (gemv_streams) and
+// Q4_K's own prefetch distance (prefetch_distance).
 bool zen5_avx512(isa::Target target) {
   return target.tuning == isa::Tuning::kZen5 && target.level >= isa::IsaLevel::kAvx512;
 }
@@ -222,15 +223,21 @@ int gemv_streams(GgmlType weight, KernelOp op, isa::Target target) {
   // rounds), 2 threads 1.11-1.17 and 1.02-1.09; BF16 1.14-1.18 and F16 1.13-1.16 at 1 thread.
   // The AVX2 Q4_K GEMV (bench kernels --isa avx2): 65-72 % of the read bandwidth with one
   // stream, 70-81 % with 4 (three rounds, two shapes).
-  // Zen 5 (EPYC, family 1Ah), Q4_K from AVX-512 up: 2 streams 3072 bytes ahead against 4
-  // streams 1536 bytes ahead (the same bytes in flight), three rounds in turn. bench kernels,
-  // DRAM regime, GEMV and fused gate/up at the bench expert, 2048 -> 768 and Kimi expert shapes:
-  // +3 to +19 points of the read-bandwidth probe at 2 threads in every pair, -6 to +8 at 1
-  // thread (mostly ahead). bench model (bench preset, 64-token prompt, 128 decoded): decode
-  // 107-126 tok/s against 108-118 at 1 thread (75-84 % of the probe against 68-72 %) and
-  // 179-185 against 159-165 at 2 (71-73 % against 61-62 %). 1 stream 6144 bytes ahead lost
-  // at 1 thread (79-91 %).
-  if (weight == GgmlType::Q4_K && zen5_avx512(target) && multi_stream_kernel(weight, op, target.level)) return 2;
+  // Zen 5 (EPYC, family 1Ah) at AVX-512 levels: 2 streams.
+  // - Q4_K: 2 streams 3072 bytes ahead against 4 streams 1536 bytes ahead (the same bytes in
+  //   flight), three rounds in turn. bench kernels, DRAM regime, GEMV and fused gate/up at the
+  //   bench expert, 2048 -> 768 and Kimi expert shapes: +3 to +19 points of the read-bandwidth
+  //   probe at 2 threads in every pair, -6 to +8 at 1 thread (mostly ahead). bench model (bench
+  //   preset, 64-token prompt, 128 decoded): decode 107-126 tok/s against 108-118 at 1 thread
+  //   (75-84 % of the probe against 68-72 %) and 179-185 against 159-165 at 2 (71-73 % against
+  //   61-62 %). 1 stream 6144 bytes ahead lost at 1 thread (79-91 %).
+  // - Q5_K, 4096 bytes ahead (Kimi expert gate and down shapes, bench expert; two rounds):
+  //   92-98 % against 84-92 % at 1 thread, 83-95 % against 69-90 % at 2. 6144 bytes ahead, or 4
+  //   streams 2048 ahead, did no better.
+  // - Kimi and bench expert shapes, two rounds: F16 96-98 % against 86-91 % at 1 thread and
+  //   86-92 % against 77-87 % at 2; Q8_0 98-101 % against 88-98 % at 1 thread; Q4_0 85-93 %
+  //   against 81-90 %; BF16 and F32 even (93-117 % either way).
+  if (zen5_avx512(target) && multi_stream_kernel(weight, op, target.level)) return 2;
   return multi_stream_kernel(weight, op, target.level) ? 4 : 1;
 }
 

@@ -110,7 +110,8 @@ TEST(JitDesc, CanonicalName) {
 
 // The prefetch defaults each tuning measured best: one line per KiB 16 KiB ahead for the
 // row-per-lane GEMVs on Zen (but every line 4 KiB ahead for Q4_0 on Zen 5), every line 4 KiB
-// ahead on other CPUs; Q4_K in 2 streams 3072 bytes ahead on Zen 5, 4 streams 4096 ahead elsewhere.
+// ahead on other CPUs; Q4_K 3072 bytes ahead on Zen 5, 4096 elsewhere; the multi-stream
+// GEMVs 2 streams on Zen 5, 4 elsewhere.
 TEST(JitDesc, PrefetchDefaultsPerTuning) {
   auto desc = [](GgmlType w, Tuning t) { return default_gemv_desc(w, 7168, {IsaLevel::kAvx512Bf16, t}); };
   for (Tuning t : {Tuning::kZen4, Tuning::kZen5, Tuning::kGeneric}) {
@@ -125,6 +126,8 @@ TEST(JitDesc, PrefetchDefaultsPerTuning) {
     EXPECT_EQ(q4k.prefetch_stride, 0);
     EXPECT_EQ(q4k.prefetch, t == Tuning::kZen5 ? 3072 : 4096);
     EXPECT_EQ(q4k.streams, t == Tuning::kZen5 ? 2 : 4);
+    EXPECT_EQ(q8.streams, q4k.streams);
+    EXPECT_EQ(desc(GgmlType::F16, t).streams, q4k.streams);
     const KernelDesc gate_up = default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx512Bf16, t}, KernelOp::kGateUpSwiglu);
     EXPECT_EQ(gate_up.streams, q4k.streams);
     EXPECT_EQ(gate_up.prefetch, q4k.prefetch);
