@@ -237,8 +237,8 @@ int gemv_streams(GgmlType weight, KernelOp op, isa::Target target) {
   // - Kimi and bench expert shapes, two rounds: F16 96-98 % against 86-91 % at 1 thread and
   //   86-92 % against 77-87 % at 2; Q8_0 98-101 % against 88-98 % at 1 thread; Q4_0 85-93 %
   //   against 81-90 %; BF16 and F32 even (93-117 % either way).
-  if (zen5_avx512(target) && multi_stream_kernel(weight, op, target.level)) return 2;
-  return multi_stream_kernel(weight, op, target.level) ? 4 : 1;
+  if (!multi_stream_kernel(weight, op, target.level)) return 1;
+  return zen5_avx512(target) ? 2 : 4;
 }
 
 int prefetch_stride(GgmlType weight, isa::Target target) {
