@@ -81,6 +81,10 @@ Status GateUpOp::prepare(const Tensor* ids, const Tensor& x) {
     ZENMOE_RETURN_IF_ERROR(slots_.group(*ids, n_experts_, k_used_, false));
     rows = ids->numel();
     batched_ = gemm_ != nullptr && rows > k_used_;  // a batch: experts see several slots
+    active_.clear();
+    for (int64_t e = 0; e < n_experts_; ++e)
+      if (slots_.expert_begin[static_cast<size_t>(e)] < slots_.expert_begin[static_cast<size_t>(e + 1)])
+        active_.push_back(static_cast<int32_t>(e));
   }
   const auto n = static_cast<size_t>(rows * 2 * F_);
   if (gemm_ && rows > 1 && gu_->size() < n) gu_->resize(n);
@@ -146,6 +150,7 @@ void GateUpOp::gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8
 // them through the GEMM (their activation rows by index, products in slot order in the
 // scratch); fewer, one GEMV per slot and tile.
 void GateUpOp::run_routed(int tid, int nth, const Tensor& x, Tensor& y) const {
+  if (!batched_) return run_routed_blocks(tid, nth, x, y);
   const Range rr = split_range(F_, nth, tid, kBlock);
   for (int64_t e = 0; e < n_experts_; ++e) {
     const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
@@ -165,6 +170,30 @@ void GateUpOp::run_routed(int tid, int nth, const Tensor& x, Tensor& y) const {
         gemv(e, t0, t1, x.cdata + slots_.x_rows[static_cast<size_t>(i)] * x.row_size(),
              y.data + slots_.slot_order[static_cast<size_t>(i)] * y.row_size());
     }
+  }
+}
+
+// The GEMV path of the routed op: the picked experts' blocks of kBlock outputs, expert after
+// expert, dealt out to the threads as one list in even shares (every block reads the same
+// bytes). So every thread has work even when an expert has fewer blocks than there are threads
+// (Kimi-K2's 2048 outputs are 8 blocks, against 16 cores on the target machines), and a
+// thread's blocks of one expert are one run of rows. Each block is still computed whole by one
+// thread with the same kernel, so the outputs do not depend on the thread count.
+void GateUpOp::run_routed_blocks(int tid, int nth, const Tensor& x, Tensor& y) const {
+  const int64_t per = F_ / kBlock;
+  const Range share = split_range(static_cast<int64_t>(active_.size()) * per, nth, tid);
+  for (int64_t u = share.begin; u < share.end;) {
+    const int64_t a = u / per, end = std::min((a + 1) * per, share.end);
+    const int64_t e = active_[static_cast<size_t>(a)];
+    const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
+    const int64_t r1 = (end - a * per) * kBlock;
+    for (int64_t t0 = (u - a * per) * kBlock; t0 < r1; t0 += tile_rows_) {
+      const int64_t t1 = std::min(r1, t0 + tile_rows_);
+      for (int64_t i = s0; i < s1; ++i)
+        gemv(e, t0, t1, x.cdata + slots_.x_rows[static_cast<size_t>(i)] * x.row_size(),
+             y.data + slots_.slot_order[static_cast<size_t>(i)] * y.row_size());
+    }
+    u = end;
   }
 }
 

@@ -54,12 +54,14 @@ class GateUpOp {
                  OutRow out_row) const;
   void run_gemm(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void run_routed(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
+  void run_routed_blocks(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8_t* q) const;
 
   // gate_up_swiglu_id: slots grouped by expert, rebuilt by prepare().
   bool routed_ = false, batched_ = false;
   int64_t n_experts_ = 1, k_used_ = 1;
   ExpertSlots slots_;
+  std::vector<int32_t> active_;  // experts with slots, by id
 
   std::shared_ptr<const Kernel> kernel_;
   std::shared_ptr<const Kernel> gemm_;  // batches; null when Q4_K has no GEMM kernel here

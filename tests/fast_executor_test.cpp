@@ -206,6 +206,8 @@ class FastVsReference : public ::testing::Test {
     ASSERT_TRUE((*ref)->eval(tokens, logits.data(), true).is_ok());
   }
 
+  static void expect_decode_independent_of_threads(const std::string& path, const char* what);
+
   static inline fs::path dir_;
   static inline std::string path_;
 };
@@ -247,10 +249,11 @@ TEST_F(FastVsReference, BenchShapesAgreeOver64Positions) {
 }
 
 // Every output row is computed by one thread with the same kernel whatever the split (rows of
-// each expert, whole heads), so decode logits are the same bits for 1, 2 and 3 threads while
-// the context is too short to split attention by cache positions (below).
-TEST_F(FastVsReference, DecodeLogitsDoNotDependOnThreadCount) {
-  auto model = gguf::Model::open(path_);
+// each expert, blocks of the routed gate/up, whole heads), so decode logits are the same bits
+// for 1, 2 and 3 threads while the context is too short to split attention by cache positions
+// (below).
+void FastVsReference::expect_decode_independent_of_threads(const std::string& path, const char* what) {
+  auto model = gguf::Model::open(path);
   ASSERT_TRUE(model.has_value()) << model.error();
   const std::vector<int32_t> tokens = {5, 77, 300, 12, 901, 44, 3, 250};
   std::vector<std::vector<float>> runs;
@@ -262,8 +265,20 @@ TEST_F(FastVsReference, DecodeLogitsDoNotDependOnThreadCount) {
       ASSERT_TRUE(ex->eval({&tokens[t], 1}, logits.data() + t * static_cast<size_t>(ex->n_vocab()), false).is_ok());
     runs.push_back(std::move(logits));
   }
-  EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[2].data(), runs[0].size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[1].data(), runs[0].size() * sizeof(float))) << what;
+  EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[2].data(), runs[0].size() * sizeof(float))) << what;
+}
+
+TEST_F(FastVsReference, DecodeLogitsDoNotDependOnThreadCount) { expect_decode_independent_of_threads(path_, "bench"); }
+
+// Experts of one block of 256 outputs: at 2 and 3 threads the routed gate/up deals whole blocks
+// of different experts to the threads (the case of Kimi-K2's 8 blocks on 16 cores).
+TEST_F(FastVsReference, DecodeWithFewerExpertBlocksThanThreads) {
+  const std::string path = (dir_ / "one_block.gguf").string();
+  const auto r = testing_cli::run_zenmoe(
+      "mkmodel --preset bench --layers 2 --experts 16 --expert-ffn 256 -o '" + path + "'", dir_);
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_decode_independent_of_threads(path, "one block per expert");
 }
 
 // Past kMlaSplitMinRows positions per thread, decode attention splits the cache positions across
