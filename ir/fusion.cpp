@@ -157,6 +157,33 @@ void compact(Graph& g, const std::vector<char>& dead) {
   for (int& id : g.outputs) id = remap[static_cast<size_t>(id)];
 }
 
+// Moves each dense gate_up_swiglu that reads the same activations as an earlier
+// gate_up_swiglu_id (a MoE layer's shared expert) to just before it, when all its inputs are
+// defined there. Returns whether any node moved.
+bool hoist_shared_gate_up(Graph& g) {
+  bool moved = false;
+  for (size_t r = 0; r < g.nodes.size(); ++r) {
+    if (g.nodes[r].op != OpKind::GateUpSwiGluId) continue;
+    const UseInfo u = use_info(g);
+    const int x = g.nodes[r].inputs[2];
+    for (size_t d = r + 1; d < g.nodes.size(); ++d) {
+      const Node& n = g.nodes[d];
+      if (n.op == OpKind::GateUpSwiGluId) break;
+      if (n.op != OpKind::GateUpSwiGlu || n.inputs[2] != x) continue;
+      const bool ready = std::all_of(n.inputs.begin(), n.inputs.end(),
+                                     [&](int id) { return u.producer[static_cast<size_t>(id)] < static_cast<int>(r); });
+      if (!ready) break;
+      Node node = std::move(g.nodes[d]);
+      g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(d));
+      g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(r), std::move(node));
+      moved = true;
+      ++r;  // the routed node is one further on now
+      break;
+    }
+  }
+  return moved;
+}
+
 }  // namespace
 
 Status fuse(Graph& g, const PipelineOptions& opt) {
@@ -186,6 +213,7 @@ Status fuse(Graph& g, const PipelineOptions& opt) {
   }
   if (!changed) return Status::ok();
   compact(g, dead);
+  if (opt.gate_up_kernel) hoist_shared_gate_up(g);
   Status s = verify(g);
   if (!s) return Error{"the fused graph does not verify: " + s.message()};
   return Status::ok();

@@ -69,6 +69,10 @@ struct Step {
   std::vector<bool> in_t, out_t;  // the value has a token dimension (last)
   MlaRole role = MlaRole::None;
   size_t mla_step = 0;  // with a role: the MLA step it belongs to
+  // A dense gate/up step's partner (link_gate_up_pairs): the routed gate/up right after it over
+  // the same activations, or -1; `ran_early`: the routed step already ran with it.
+  int partner = -1;
+  bool ran_early = false;
 };
 
 // The part of `t` (token dimension last) holding tokens [t0, t1).
@@ -106,6 +110,8 @@ class Impl final : public FastExecutor {
   Status bind_values();
   Status build_steps();
   void link_decompressed_mla();
+  void link_gate_up_pairs();
+  bool overlaps(int a, int b) const;  // the arena bytes of values a and b intersect
   bool decompressed_batch(int64_t T) const;
   void size_for(int64_t T);
   Status run_step(Step& s, int64_t T);
@@ -247,6 +253,7 @@ Status Impl::build_steps() {
   }
   dispatch_.insert(dispatch_.end(), glue_names.begin(), glue_names.end());
   if (opts_.base.mla_form != MlaForm::kAbsorbed) link_decompressed_mla();
+  link_gate_up_pairs();
   if (mla_total_ > 0)
     dispatch_.push_back("mla_attention: " + std::string(mla_form_name(opts_.base.mla_form)) + ", decompressed form in " +
                         std::to_string(mla_linked_) + " of " + std::to_string(mla_total_) + " layers");
@@ -273,11 +280,6 @@ void Impl::link_decompressed_mla() {
   auto is = [&](int node, ir::OpKind op) { return node >= 0 && g.nodes[static_cast<size_t>(node)].op == op; };
   auto value = [&](int id) -> const ir::Value& { return g.values[static_cast<size_t>(id)]; };
   auto only_use = [&](int id) { return uses[static_cast<size_t>(id)] == 1 ? consumer[static_cast<size_t>(id)] : -1; };
-  auto overlaps = [&](int a, int b) {
-    const auto ia = static_cast<size_t>(a), ib = static_cast<size_t>(b);
-    if (mem_.offset[ia] < 0 || mem_.offset[ib] < 0) return false;
-    return mem_.offset[ia] < mem_.offset[ib] + mem_.bytes[ib] && mem_.offset[ib] < mem_.offset[ia] + mem_.bytes[ia];
-  };
   for (size_t m = 0; m < steps_.size(); ++m) {
     if (steps_[m].kind != StepKind::Mla) continue;
     ++mla_total_;
@@ -323,6 +325,38 @@ void Impl::link_decompressed_mla() {
                                                  : static_cast<int64_t>(physical_memory_bytes() / 16);
   for (Step& s : steps_)
     if (s.kind == StepKind::Mla && s.mla->has_decompressed()) s.mla->set_keep_bytes(keep / mla_linked_);
+}
+
+bool Impl::overlaps(int a, int b) const {
+  const auto ia = static_cast<size_t>(a), ib = static_cast<size_t>(b);
+  if (mem_.offset[ia] < 0 || mem_.offset[ib] < 0) return false;
+  return mem_.offset[ia] < mem_.offset[ib] + mem_.bytes[ib] && mem_.offset[ib] < mem_.offset[ia] + mem_.bytes[ia];
+}
+
+// Links each dense gate/up step to the routed gate/up step right after it over the same
+// activations (a MoE layer's shared expert, placed there by the fusion pass). When both run as
+// lists of blocks (a decoded token), they run as one list dealt out to the threads: alone, the
+// shared expert's 8 blocks at Kimi-K2's size would leave half of 16 cores idle. Both then run
+// at once, so neither may write bytes the other reads or writes.
+void Impl::link_gate_up_pairs() {
+  int routed = 0, linked = 0;
+  for (size_t j = 1; j < steps_.size(); ++j) {
+    if (steps_[j].kind != StepKind::GateUp || !steps_[j].gate_up->routed()) continue;
+    ++routed;
+    const size_t i = j - 1;
+    if (steps_[i].kind != StepKind::GateUp || steps_[i].gate_up->routed()) continue;
+    const ir::Node &dense = *steps_[i].node, &rn = *steps_[j].node;
+    if (dense.inputs[2] != rn.inputs[2]) continue;
+    bool clear = !overlaps(dense.outputs[0], rn.outputs[0]);
+    for (int in : rn.inputs) clear = clear && !overlaps(dense.outputs[0], in);
+    for (int in : dense.inputs) clear = clear && !overlaps(rn.outputs[0], in);
+    if (!clear) continue;
+    steps_[i].partner = static_cast<int>(j);
+    ++linked;
+  }
+  if (routed > 0)
+    dispatch_.push_back("gate_up_swiglu_id: decoded with the shared expert's gate_up_swiglu as one block list in " +
+                        std::to_string(linked) + " of " + std::to_string(routed) + " layers");
 }
 
 bool Impl::decompressed_batch(int64_t T) const {
@@ -420,10 +454,29 @@ Status Impl::run_step(Step& s, int64_t T) {
       return Status::ok();
     case StepKind::Serial:
       return refexec::run_node(*s.node, s.in, s.out);
-    case StepKind::GateUp:
+    case StepKind::GateUp: {
+      if (s.ran_early) {
+        s.ran_early = false;
+        return Status::ok();
+      }
       ZENMOE_RETURN_IF_ERROR(s.gate_up->prepare(s.in.size() > 3 ? s.in[3] : nullptr, *s.in[2]));
+      Step* p = s.partner >= 0 ? &steps_[static_cast<size_t>(s.partner)] : nullptr;
+      if (p != nullptr && s.gate_up->block_path(*s.in[2])) {
+        ZENMOE_RETURN_IF_ERROR(p->gate_up->prepare(p->in[3], *p->in[2]));
+        if (p->gate_up->block_path(*p->in[2])) {  // one list: this step's blocks, then the partner's
+          const int64_t nb = s.gate_up->blocks();
+          pool_->run([&](int tid) {
+            const Range r = split_range(nb + p->gate_up->blocks(), nth, tid);
+            s.gate_up->run_blocks(std::min(r.begin, nb), std::min(r.end, nb), *s.in[2], *s.out[0]);
+            p->gate_up->run_blocks(std::max(r.begin, nb) - nb, std::max(r.end, nb) - nb, *p->in[2], *p->out[0]);
+          });
+          p->ran_early = true;
+          return Status::ok();
+        }
+      }
       pool_->run([&](int tid) { s.gate_up->run(tid, nth, *s.in[2], *s.out[0]); });
       return Status::ok();
+    }
     case StepKind::Mat:
       if (s.node->op == ir::OpKind::MatMulAdd && s.out[0]->data != s.in[2]->cdata)  // not planned in place
         std::memcpy(s.out[0]->data, s.in[2]->cdata, static_cast<size_t>(s.out[0]->numel()) * sizeof(float));
@@ -468,8 +521,10 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
       const auto t0 = opts_.base.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       Status st = run_step(s, T);
       if (!st) return Error{std::string("eval: ") + ir::op_name(s.node->op) + ": " + st.message()};
-      if (opts_.base.profile)
-        step_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (opts_.base.profile) {  // a step that ran its partner too: the time is the partner's
+        const size_t at = s.partner >= 0 && steps_[static_cast<size_t>(s.partner)].ran_early ? s.partner : i;
+        step_seconds_[at] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
     }
     n_past_ += static_cast<int>(T);
     const float* y = tensors_[static_cast<size_t>(logits_)].cf32();
@@ -485,7 +540,9 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
 std::map<std::string, uint64_t> Impl::decode_weight_bytes() const {
   std::map<std::string, uint64_t> bytes;
   for (const Step& s : steps_) {
-    const std::string key = profile_key(cm_->graph, *s.node, opts_.base.profile_by);
+    // A dense gate/up decoded with its routed partner counts with it (as its time does).
+    const Step& owner = s.partner >= 0 ? steps_[static_cast<size_t>(s.partner)] : s;
+    const std::string key = profile_key(cm_->graph, *owner.node, opts_.base.profile_by);
     if (s.mat) bytes[key] += s.mat->token_bytes();
     if (s.gate_up) bytes[key] += s.gate_up->token_bytes();
   }

@@ -150,7 +150,6 @@ void GateUpOp::gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8
 // them through the GEMM (their activation rows by index, products in slot order in the
 // scratch); fewer, one GEMV per slot and tile.
 void GateUpOp::run_routed(int tid, int nth, const Tensor& x, Tensor& y) const {
-  if (!batched_) return run_routed_blocks(tid, nth, x, y);
   const Range rr = split_range(F_, nth, tid, kBlock);
   for (int64_t e = 0; e < n_experts_; ++e) {
     const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
@@ -173,23 +172,30 @@ void GateUpOp::run_routed(int tid, int nth, const Tensor& x, Tensor& y) const {
   }
 }
 
-// The GEMV path of the routed op: the picked experts' blocks of kBlock outputs, expert after
-// expert, dealt out to the threads as one list in even shares (every block reads the same
-// bytes). So every thread has work even when an expert has fewer blocks than there are threads
-// (Kimi-K2's 2048 outputs are 8 blocks, against 16 cores on the target machines), and a
+bool GateUpOp::block_path(const Tensor& x) const {
+  return routed_ ? !batched_ : !(gemm_ && x.rows() >= kGemmMinTokens);
+}
+
+int64_t GateUpOp::blocks() const { return (routed_ ? static_cast<int64_t>(active_.size()) : 1) * (F_ / kBlock); }
+
+// The routed list is the picked experts' blocks, expert after expert: dealt out to the threads
+// in even shares, every thread has work even when an expert has fewer blocks than there are
+// threads (Kimi-K2's 2048 outputs are 8 blocks, against 16 cores on the target machines), and a
 // thread's blocks of one expert are one run of rows. Each block is still computed whole by one
 // thread with the same kernel, so the outputs do not depend on the thread count.
-void GateUpOp::run_routed_blocks(int tid, int nth, const Tensor& x, Tensor& y) const {
+void GateUpOp::run_blocks(int64_t b0, int64_t b1, const Tensor& x, Tensor& y) const {
   const int64_t per = F_ / kBlock;
-  const Range share = split_range(static_cast<int64_t>(active_.size()) * per, nth, tid);
-  for (int64_t u = share.begin; u < share.end;) {
-    const int64_t a = u / per, end = std::min((a + 1) * per, share.end);
-    const int64_t e = active_[static_cast<size_t>(a)];
-    const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
+  for (int64_t u = b0; u < b1;) {
+    const int64_t a = u / per, end = std::min((a + 1) * per, b1);
     const int64_t r1 = (end - a * per) * kBlock;
     for (int64_t t0 = (u - a * per) * kBlock; t0 < r1; t0 += tile_rows_) {
       const int64_t t1 = std::min(r1, t0 + tile_rows_);
-      for (int64_t i = s0; i < s1; ++i)
+      if (!routed_) {
+        for (int64_t t = 0; t < x.rows(); ++t) gemv(0, t0, t1, x.cdata + t * x.row_size(), y.data + t * y.row_size());
+        continue;
+      }
+      const int64_t e = active_[static_cast<size_t>(a)];
+      for (int64_t i = slots_.expert_begin[static_cast<size_t>(e)]; i < slots_.expert_begin[static_cast<size_t>(e + 1)]; ++i)
         gemv(e, t0, t1, x.cdata + slots_.x_rows[static_cast<size_t>(i)] * x.row_size(),
              y.data + slots_.slot_order[static_cast<size_t>(i)] * y.row_size());
     }
@@ -198,14 +204,12 @@ void GateUpOp::run_routed_blocks(int tid, int nth, const Tensor& x, Tensor& y) c
 }
 
 void GateUpOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
-  if (routed_) return run_routed(tid, nth, x, y);
-  if (gemm_ && x.rows() >= kGemmMinTokens) return run_gemm(tid, nth, x, y);
-  const Range rr = split_range(F_, nth, tid, kBlock);
-  const int64_t T = x.rows(), xrb = x.row_size(), yrb = y.row_size();
-  for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
-    const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
-    for (int64_t t = 0; t < T; ++t) gemv(0, t0, t1, x.cdata + t * xrb, y.data + t * yrb);
+  if (block_path(x)) {
+    const Range share = split_range(blocks(), nth, tid);
+    return run_blocks(share.begin, share.end, x, y);
   }
+  if (routed_) return run_routed(tid, nth, x, y);
+  return run_gemm(tid, nth, x, y);
 }
 
 }  // namespace zenmoe

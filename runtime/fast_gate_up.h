@@ -38,7 +38,16 @@ class GateUpOp {
   Status prepare(const refexec::Tensor* ids, const refexec::Tensor& x);
   // Thread `tid` of `nth` writes its blocks of 256 outputs for every token (or routed slot).
   void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
+  // The block path, after prepare(): whether this batch runs as a list of blocks of 256 outputs
+  // (every block the same bytes), and how many: the picked experts' blocks of the routed op
+  // when no expert has a batch for the GEMM, the matrix's blocks of the dense op when the
+  // batch is too short for the GEMM. run_blocks runs blocks [b0, b1) of that list (for every
+  // token or routed slot); run() on such a batch is run_blocks over the thread's even share.
+  bool block_path(const refexec::Tensor& x) const;
+  int64_t blocks() const;
+  void run_blocks(int64_t b0, int64_t b1, const refexec::Tensor& x, refexec::Tensor& y) const;
   const std::string& kernel_name() const { return kernel_name_; }
+  bool routed() const { return routed_; }
   // Weight bytes one token reads: the gate/up pair, or k_used experts' pairs.
   uint64_t token_bytes() const {
     return static_cast<uint64_t>(packed_->layout.total_bytes * (routed_ ? k_used_ : 1));
@@ -54,7 +63,6 @@ class GateUpOp {
                  OutRow out_row) const;
   void run_gemm(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void run_routed(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
-  void run_routed_blocks(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8_t* q) const;
 
   // gate_up_swiglu_id: slots grouped by expert, rebuilt by prepare().

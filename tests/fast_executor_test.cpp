@@ -269,7 +269,18 @@ void FastVsReference::expect_decode_independent_of_threads(const std::string& pa
   EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[2].data(), runs[0].size() * sizeof(float))) << what;
 }
 
-TEST_F(FastVsReference, DecodeLogitsDoNotDependOnThreadCount) { expect_decode_independent_of_threads(path_, "bench"); }
+TEST_F(FastVsReference, DecodeLogitsDoNotDependOnThreadCount) {
+  expect_decode_independent_of_threads(path_, "bench");
+  // The MoE layer decodes its shared and routed gate/up as one list of blocks (link_gate_up_pairs).
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  auto ex = fast(*model, 2, 8);
+  ASSERT_TRUE(ex);
+  const auto log = dynamic_cast<const FastExecutor&>(*ex).dispatch_log();
+  EXPECT_NE(std::find(log.begin(), log.end(),
+                      "gate_up_swiglu_id: decoded with the shared expert's gate_up_swiglu as one block list in 1 of 1 layers"),
+            log.end());
+}
 
 // Experts of one block of 256 outputs: at 2 and 3 threads the routed gate/up deals whole blocks
 // of different experts to the threads (the case of Kimi-K2's 8 blocks on 16 cores).

@@ -77,6 +77,14 @@ TEST(FusionPass, TwoLayerGraphGetsTheFusedOps) {
   EXPECT_EQ(count(*g, ir::OpKind::WeightedSum), 0);
   EXPECT_EQ(g->nodes.size(), plain.nodes.size() - 3 * 3 - 4 - 1);
   EXPECT_TRUE(ir::verify(*g).is_ok());
+  // The shared expert's gate/up runs right before the routed experts' over the same activations.
+  for (size_t k = 0; k < g->nodes.size(); ++k) {
+    if (g->nodes[k].op != ir::OpKind::GateUpSwiGluId) continue;
+    ASSERT_GT(k, 0u);
+    EXPECT_EQ(g->nodes[k - 1].op, ir::OpKind::GateUpSwiGlu);
+    EXPECT_EQ(g->nodes[k - 1].inputs[2], g->nodes[k].inputs[2]);
+    EXPECT_NE(g->values[static_cast<size_t>(g->nodes[k - 1].inputs[0])].name.find("shexp"), std::string::npos);
+  }
   // The fused graph prints and parses back to the same text (plan files hold it).
   auto back = ir::parse_graph(ir::print_graph(*g));
   ASSERT_TRUE(back.has_value()) << back.error();
