@@ -465,8 +465,11 @@ Status Impl::run_step(Step& s, int64_t T) {
         ZENMOE_RETURN_IF_ERROR(p->gate_up->prepare(p->in[3], *p->in[2]));
         if (p->gate_up->block_path(*p->in[2])) {  // one list: this step's blocks, then the partner's
           const int64_t nb = s.gate_up->blocks();
+          auto cost = [&](int64_t b) {
+            return b < nb ? s.gate_up->block_cost(b, *s.in[2]) : p->gate_up->block_cost(b - nb, *p->in[2]);
+          };
           pool_->run([&](int tid) {
-            const Range r = split_range(nb + p->gate_up->blocks(), nth, tid);
+            const Range r = cost_share(nb + p->gate_up->blocks(), cost, nth, tid);
             s.gate_up->run_blocks(std::min(r.begin, nb), std::min(r.end, nb), *s.in[2], *s.out[0]);
             p->gate_up->run_blocks(std::max(r.begin, nb) - nb, std::max(r.end, nb) - nb, *p->in[2], *p->out[0]);
           });

@@ -146,17 +146,35 @@ void GateUpOp::gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8
   (*kernel_)(c);
 }
 
-// Routed slots expert by expert: in a batch, an expert with kGemmMinTokens slots or more runs
-// them through the GEMM (their activation rows by index, products in slot order in the
-// scratch); fewer, one GEMV per slot and tile.
-void GateUpOp::run_routed(int tid, int nth, const Tensor& x, Tensor& y) const {
-  const Range rr = split_range(F_, nth, tid, kBlock);
-  for (int64_t e = 0; e < n_experts_; ++e) {
-    const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
-    if (s0 == s1) continue;
-    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
-      const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
-      if (batched_ && s1 - s0 >= kGemmMinTokens) {
+bool GateUpOp::block_path(const Tensor& x) const { return routed_ || !(gemm_ && x.rows() >= kGemmMinTokens); }
+
+int64_t GateUpOp::blocks() const { return (routed_ ? static_cast<int64_t>(active_.size()) : 1) * (F_ / kBlock); }
+
+int64_t GateUpOp::block_cost(int64_t b, const Tensor& x) const {
+  const int64_t rows = routed_ ? slots_.expert_begin[static_cast<size_t>(active_[static_cast<size_t>(b / (F_ / kBlock))]) + 1] -
+                                     slots_.expert_begin[static_cast<size_t>(active_[static_cast<size_t>(b / (F_ / kBlock))])]
+                               : x.rows();
+  return rows + kBlockReadCost;
+}
+
+// The routed list is the picked experts' blocks, expert after expert. Dealt out to the threads
+// by cost, every thread has work even when an expert has fewer blocks than there are threads
+// (Kimi-K2's 2048 outputs are 8 blocks, against 16 cores on the target machines), and a
+// thread's blocks of one expert are one run of rows: through the GEMM, tile by tile, for an
+// expert with kGemmMinTokens slots or more in a batch (activation rows by index, products in
+// slot order in the scratch), else one GEMV per slot and tile. Each block is computed whole by
+// one thread with the same kernel, so the outputs do not depend on the thread count.
+void GateUpOp::run_blocks(int64_t b0, int64_t b1, const Tensor& x, Tensor& y) const {
+  const int64_t per = F_ / kBlock;
+  for (int64_t u = b0; u < b1;) {
+    const int64_t a = u / per, end = std::min((a + 1) * per, b1);
+    const int64_t r1 = (end - a * per) * kBlock;
+    const int64_t e = routed_ ? active_[static_cast<size_t>(a)] : 0;
+    const int64_t s0 = routed_ ? slots_.expert_begin[static_cast<size_t>(e)] : 0;
+    const int64_t s1 = routed_ ? slots_.expert_begin[static_cast<size_t>(e + 1)] : x.rows();
+    for (int64_t t0 = (u - a * per) * kBlock; t0 < r1; t0 += tile_rows_) {
+      const int64_t t1 = std::min(r1, t0 + tile_rows_);
+      if (routed_ && batched_ && s1 - s0 >= kGemmMinTokens) {
         GemmCall c;
         c.x = x.cdata;
         c.x_stride = x.row_size();
@@ -165,51 +183,42 @@ void GateUpOp::run_routed(int tid, int nth, const Tensor& x, Tensor& y) const {
         gemm_tile(e, t0, t1, c, s0, y, [&](int64_t t) { return slots_.slot_order[static_cast<size_t>(s0 + t)]; });
         continue;
       }
-      for (int64_t i = s0; i < s1; ++i)
-        gemv(e, t0, t1, x.cdata + slots_.x_rows[static_cast<size_t>(i)] * x.row_size(),
-             y.data + slots_.slot_order[static_cast<size_t>(i)] * y.row_size());
-    }
-  }
-}
-
-bool GateUpOp::block_path(const Tensor& x) const {
-  return routed_ ? !batched_ : !(gemm_ && x.rows() >= kGemmMinTokens);
-}
-
-int64_t GateUpOp::blocks() const { return (routed_ ? static_cast<int64_t>(active_.size()) : 1) * (F_ / kBlock); }
-
-// The routed list is the picked experts' blocks, expert after expert: dealt out to the threads
-// in even shares, every thread has work even when an expert has fewer blocks than there are
-// threads (Kimi-K2's 2048 outputs are 8 blocks, against 16 cores on the target machines), and a
-// thread's blocks of one expert are one run of rows. Each block is still computed whole by one
-// thread with the same kernel, so the outputs do not depend on the thread count.
-void GateUpOp::run_blocks(int64_t b0, int64_t b1, const Tensor& x, Tensor& y) const {
-  const int64_t per = F_ / kBlock;
-  for (int64_t u = b0; u < b1;) {
-    const int64_t a = u / per, end = std::min((a + 1) * per, b1);
-    const int64_t r1 = (end - a * per) * kBlock;
-    for (int64_t t0 = (u - a * per) * kBlock; t0 < r1; t0 += tile_rows_) {
-      const int64_t t1 = std::min(r1, t0 + tile_rows_);
-      if (!routed_) {
-        for (int64_t t = 0; t < x.rows(); ++t) gemv(0, t0, t1, x.cdata + t * x.row_size(), y.data + t * y.row_size());
-        continue;
+      for (int64_t i = s0; i < s1; ++i) {
+        const int64_t xr = routed_ ? slots_.x_rows[static_cast<size_t>(i)] : i;
+        const int64_t yr = routed_ ? slots_.slot_order[static_cast<size_t>(i)] : i;
+        gemv(e, t0, t1, x.cdata + xr * x.row_size(), y.data + yr * y.row_size());
       }
-      const int64_t e = active_[static_cast<size_t>(a)];
-      for (int64_t i = slots_.expert_begin[static_cast<size_t>(e)]; i < slots_.expert_begin[static_cast<size_t>(e + 1)]; ++i)
-        gemv(e, t0, t1, x.cdata + slots_.x_rows[static_cast<size_t>(i)] * x.row_size(),
-             y.data + slots_.slot_order[static_cast<size_t>(i)] * y.row_size());
     }
     u = end;
   }
 }
 
-void GateUpOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
-  if (block_path(x)) {
-    const Range share = split_range(blocks(), nth, tid);
-    return run_blocks(share.begin, share.end, x, y);
+Range cost_share(int64_t n, const std::function<int64_t(int64_t)>& cost, int nth, int tid) {
+  int64_t total = 0;
+  for (int64_t b = 0; b < n; ++b) total += cost(b);
+  if (total <= 0) return split_range(n, nth, tid);
+  // Block b goes to the thread whose even share of the total cost holds its middle.
+  auto owner = [&](int64_t twice_mid) { return static_cast<int>(twice_mid * nth / (2 * total)); };
+  Range r{n, n};
+  int64_t cum = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t c = cost(b);
+    const int o = owner(2 * cum + c);
+    if (o >= tid && r.begin == n) r.begin = b;
+    if (o > tid) {
+      r.end = b;
+      break;
+    }
+    cum += c;
   }
-  if (routed_) return run_routed(tid, nth, x, y);
-  return run_gemm(tid, nth, x, y);
+  if (r.end < r.begin) r.end = r.begin;
+  return r;
+}
+
+void GateUpOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
+  if (!block_path(x)) return run_gemm(tid, nth, x, y);
+  const Range share = cost_share(blocks(), [&](int64_t b) { return block_cost(b, x); }, nth, tid);
+  run_blocks(share.begin, share.end, x, y);
 }
 
 }  // namespace zenmoe

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +24,15 @@
 #include "runtime/ref_executor_ops.h"
 
 namespace zenmoe {
+
+// A block's weight read, in rows of multiply-adds over it. Rough: one block of Kimi-K2's expert
+// gate/up is 2 MB, 30-40 GB/s of one core's stream, against 3.7 M multiply-adds per token at the
+// routed GEMM's ~240 G multiply-adds per second at 1 thread: about 4 tokens.
+inline constexpr int64_t kBlockReadCost = 4;
+
+// Thread `tid`'s share of n blocks of the given costs: a contiguous range, the total cost split
+// evenly (a block goes to the thread whose share holds the middle of its cost).
+Range cost_share(int64_t n, const std::function<int64_t(int64_t)>& cost, int nth, int tid);
 
 class GateUpOp {
  public:
@@ -38,13 +48,14 @@ class GateUpOp {
   Status prepare(const refexec::Tensor* ids, const refexec::Tensor& x);
   // Thread `tid` of `nth` writes its blocks of 256 outputs for every token (or routed slot).
   void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
-  // The block path, after prepare(): whether this batch runs as a list of blocks of 256 outputs
-  // (every block the same bytes), and how many: the picked experts' blocks of the routed op
-  // when no expert has a batch for the GEMM, the matrix's blocks of the dense op when the
-  // batch is too short for the GEMM. run_blocks runs blocks [b0, b1) of that list (for every
-  // token or routed slot); run() on such a batch is run_blocks over the thread's even share.
+  // After prepare(), the block path: this batch runs as a list of blocks of 256 outputs, the
+  // picked experts' blocks of the routed op (always), the matrix's blocks of the dense op when
+  // the batch is too short for the GEMM. block_cost(b): rows the block is multiplied by, plus
+  // kBlockReadCost for reading its weights. run_blocks runs blocks [b0, b1) of the list; run()
+  // on the block path runs the thread's share of the list by cost (cost_share).
   bool block_path(const refexec::Tensor& x) const;
   int64_t blocks() const;
+  int64_t block_cost(int64_t b, const refexec::Tensor& x) const;
   void run_blocks(int64_t b0, int64_t b1, const refexec::Tensor& x, refexec::Tensor& y) const;
   const std::string& kernel_name() const { return kernel_name_; }
   bool routed() const { return routed_; }
@@ -62,7 +73,6 @@ class GateUpOp {
   void gemm_tile(int64_t mat, int64_t t0, int64_t t1, GemmCall c, int64_t gu0, const refexec::Tensor& y,
                  OutRow out_row) const;
   void run_gemm(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
-  void run_routed(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8_t* q) const;
 
   // gate_up_swiglu_id: slots grouped by expert, rebuilt by prepare().

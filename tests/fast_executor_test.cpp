@@ -22,6 +22,7 @@
 #include "runtime/compiled_model.h"
 #include "runtime/fast_attention.h"
 #include "runtime/fast_executor.h"
+#include "runtime/fast_gate_up.h"
 #include "runtime/gguf.h"
 #include "runtime/huge_buffer.h"
 #include "runtime/ref_executor.h"
@@ -92,6 +93,39 @@ TEST(SplitRange, CoversEverythingOnceInUnits) {
         }
         EXPECT_EQ(next, n) << n << " " << parts << " " << unit;
       }
+}
+
+// The gate/up block lists' split: contiguous shares covering every block once, each within one
+// block's cost of an even share of the total.
+TEST(CostShare, CoversEveryBlockOnceInEvenShares) {
+  std::mt19937 rng(3);
+  for (int64_t n : {0, 1, 5, 16, 72, 300})
+    for (int parts : {1, 2, 3, 16}) {
+      std::vector<int64_t> cost(static_cast<size_t>(n));
+      for (auto& c : cost) c = kBlockReadCost + static_cast<int64_t>(rng() % 40);
+      const auto fn = [&](int64_t b) { return cost[static_cast<size_t>(b)]; };
+      int64_t total = 0, biggest = 0;
+      for (int64_t c : cost) {
+        total += c;
+        biggest = std::max(biggest, c);
+      }
+      int64_t next = 0;
+      for (int i = 0; i < parts; ++i) {
+        const Range r = cost_share(n, fn, parts, i);
+        ASSERT_LE(r.begin, r.end);
+        if (r.begin == r.end) continue;
+        EXPECT_EQ(r.begin, next) << n << " " << parts;
+        next = r.end;
+        int64_t mine = 0;
+        for (int64_t b = r.begin; b < r.end; ++b) mine += cost[static_cast<size_t>(b)];
+        EXPECT_LE(std::llabs(mine * parts - total), biggest * parts) << n << " " << parts << " " << i;
+      }
+      EXPECT_EQ(next, n) << n << " " << parts;
+      for (int i = 0; i < parts; ++i) {  // uniform costs: counts as even as split_range's
+        const Range r = cost_share(n, [](int64_t) { return int64_t{5}; }, parts, i);
+        EXPECT_LE(std::llabs((r.end - r.begin) * parts - n), parts) << n << " " << parts << " " << i;
+      }
+    }
 }
 
 TEST(MemoryPlan, LiveValuesNeverOverlap) {
