@@ -14,8 +14,8 @@
 //      when PipelineOptions::fuse_moe_sum is set: each slot's product accumulates into its
 //      token's row times its router weight, with no per-slot intermediate.
 //   5. with gate_up_kernel, a MoE layer's shared-expert gate_up_swiglu (the same activations
-//      as the layer's gate_up_swiglu_id) moves to just before the routed one, so that a
-//      decoded token runs both as one list of blocks across the threads (runtime/fast_executor)
+//      as the layer's gate_up_swiglu_id) moves to just before the routed one, so that the
+//      executor runs both as one list of blocks across the threads (runtime/fast_executor)
 //      and the memory plan sees the order they run in.
 // Intermediate values the rewrites make unused are removed; the result is verified.
 #pragma once

@@ -70,7 +70,7 @@ struct Step {
   MlaRole role = MlaRole::None;
   size_t mla_step = 0;  // with a role: the MLA step it belongs to
   // A dense gate/up step's partner (link_gate_up_pairs): the routed gate/up right after it over
-  // the same activations, or -1; `ran_early`: the routed step already ran with it.
+  // the same activations, run with it, or -1; `ran_early`: the routed step already ran.
   int partner = -1;
   bool ran_early = false;
 };
@@ -334,10 +334,10 @@ bool Impl::overlaps(int a, int b) const {
 }
 
 // Links each dense gate/up step to the routed gate/up step right after it over the same
-// activations (a MoE layer's shared expert, placed there by the fusion pass). When both run as
-// lists of blocks (a decoded token), they run as one list dealt out to the threads: alone, the
-// shared expert's 8 blocks at Kimi-K2's size would leave half of 16 cores idle. Both then run
-// at once, so neither may write bytes the other reads or writes.
+// activations (a MoE layer's shared expert, placed there by the fusion pass). Both then run as
+// one list of blocks dealt out to the threads by cost: alone, the shared expert's 8 blocks at
+// Kimi-K2's size would leave half of 16 cores idle. They run at once, so neither may write
+// bytes the other reads or writes (their GEMM scratch rows are apart: prepare's scratch_at).
 void Impl::link_gate_up_pairs() {
   int routed = 0, linked = 0;
   for (size_t j = 1; j < steps_.size(); ++j) {
@@ -355,7 +355,7 @@ void Impl::link_gate_up_pairs() {
     ++linked;
   }
   if (routed > 0)
-    dispatch_.push_back("gate_up_swiglu_id: decoded with the shared expert's gate_up_swiglu as one block list in " +
+    dispatch_.push_back("gate_up_swiglu_id: runs with the shared expert's gate_up_swiglu as one block list in " +
                         std::to_string(linked) + " of " + std::to_string(routed) + " layers");
 }
 
@@ -460,22 +460,20 @@ Status Impl::run_step(Step& s, int64_t T) {
         return Status::ok();
       }
       ZENMOE_RETURN_IF_ERROR(s.gate_up->prepare(s.in.size() > 3 ? s.in[3] : nullptr, *s.in[2]));
-      Step* p = s.partner >= 0 ? &steps_[static_cast<size_t>(s.partner)] : nullptr;
-      if (p != nullptr && s.gate_up->block_path(*s.in[2])) {
-        ZENMOE_RETURN_IF_ERROR(p->gate_up->prepare(p->in[3], *p->in[2]));
-        if (p->gate_up->block_path(*p->in[2])) {  // one list: this step's blocks, then the partner's
-          const int64_t nb = s.gate_up->blocks();
-          auto cost = [&](int64_t b) {
-            return b < nb ? s.gate_up->block_cost(b, *s.in[2]) : p->gate_up->block_cost(b - nb, *p->in[2]);
-          };
-          pool_->run([&](int tid) {
-            const Range r = cost_share(nb + p->gate_up->blocks(), cost, nth, tid);
-            s.gate_up->run_blocks(std::min(r.begin, nb), std::min(r.end, nb), *s.in[2], *s.out[0]);
-            p->gate_up->run_blocks(std::max(r.begin, nb) - nb, std::max(r.end, nb) - nb, *p->in[2], *p->out[0]);
-          });
-          p->ran_early = true;
-          return Status::ok();
-        }
+      if (s.partner >= 0) {  // one list: this step's blocks, then the partner's (its own scratch)
+        Step& p = steps_[static_cast<size_t>(s.partner)];
+        ZENMOE_RETURN_IF_ERROR(p.gate_up->prepare(p.in[3], *p.in[2], s.gate_up->scratch_floats()));
+        const int64_t nb = s.gate_up->blocks();
+        auto cost = [&](int64_t b) {
+          return b < nb ? s.gate_up->block_cost(b, *s.in[2]) : p.gate_up->block_cost(b - nb, *p.in[2]);
+        };
+        pool_->run([&](int tid) {
+          const Range r = cost_share(nb + p.gate_up->blocks(), cost, nth, tid);
+          s.gate_up->run_blocks(std::min(r.begin, nb), std::min(r.end, nb), *s.in[2], *s.out[0]);
+          p.gate_up->run_blocks(std::max(r.begin, nb) - nb, std::max(r.end, nb) - nb, *p.in[2], *p.out[0]);
+        });
+        p.ran_early = true;
+        return Status::ok();
       }
       pool_->run([&](int tid) { s.gate_up->run(tid, nth, *s.in[2], *s.out[0]); });
       return Status::ok();
@@ -543,7 +541,7 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
 std::map<std::string, uint64_t> Impl::decode_weight_bytes() const {
   std::map<std::string, uint64_t> bytes;
   for (const Step& s : steps_) {
-    // A dense gate/up decoded with its routed partner counts with it (as its time does).
+    // A dense gate/up run with its routed partner counts with it (as its time does).
     const Step& owner = s.partner >= 0 ? steps_[static_cast<size_t>(s.partner)] : s;
     const std::string key = profile_key(cm_->graph, *owner.node, opts_.base.profile_by);
     if (s.mat) bytes[key] += s.mat->token_bytes();

@@ -75,7 +75,7 @@ Expected<std::unique_ptr<GateUpOp>> GateUpOp::create(const ir::Node& n, const ir
   return op;
 }
 
-Status GateUpOp::prepare(const Tensor* ids, const Tensor& x) {
+Status GateUpOp::prepare(const Tensor* ids, const Tensor& x, int64_t scratch_at) {
   int64_t rows = x.rows();
   if (routed_) {
     ZENMOE_RETURN_IF_ERROR(slots_.group(*ids, n_experts_, k_used_, false));
@@ -86,8 +86,10 @@ Status GateUpOp::prepare(const Tensor* ids, const Tensor& x) {
       if (slots_.expert_begin[static_cast<size_t>(e)] < slots_.expert_begin[static_cast<size_t>(e + 1)])
         active_.push_back(static_cast<int32_t>(e));
   }
-  const auto n = static_cast<size_t>(rows * 2 * F_);
-  if (gemm_ && rows > 1 && gu_->size() < n) gu_->resize(n);
+  gu_at_ = scratch_at;
+  scratch_floats_ = gemm_ && rows > 1 ? rows * 2 * F_ : 0;
+  const auto n = static_cast<size_t>(gu_at_ + scratch_floats_);
+  if (gu_->size() < n) gu_->resize(n);
   return Status::ok();
 }
 
@@ -96,7 +98,7 @@ void GateUpOp::gemm_tile(int64_t mat, int64_t t0, int64_t t1, GemmCall c, int64_
                          OutRow out_row) const {
   float g[kBlock], u[kBlock];
   c.w = packed_->mat(mat);
-  c.y = gu_->data() + gu0 * 2 * F_;
+  c.y = gu_->data() + gu_at_ + gu0 * 2 * F_;
   c.r0 = 2 * t0;
   c.r1 = 2 * t1;
   c.y_stride = 2 * F_;
@@ -123,19 +125,6 @@ void GateUpOp::gemm_tile(int64_t mat, int64_t t0, int64_t t1, GemmCall c, int64_
     }
 }
 
-// Per tile: the GEMM writes gate/up products interleaved for every token, then each block of
-// 256 outputs is split into gate and up, passed through SwiGLU and quantised to Q8_K.
-void GateUpOp::run_gemm(int tid, int nth, const Tensor& x, Tensor& y) const {
-  const Range rr = split_range(F_, nth, tid, kBlock);
-  for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
-    GemmCall c;
-    c.x = x.cdata;
-    c.n = x.rows();
-    c.x_stride = x.row_size();
-    gemm_tile(0, t0, std::min(rr.end, t0 + tile_rows_), c, 0, y, [](int64_t t) { return t; });
-  }
-}
-
 void GateUpOp::gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8_t* q) const {
   GemvCall c;
   c.w = packed_->mat(mat);
@@ -145,8 +134,6 @@ void GateUpOp::gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8
   c.q8_out = q;
   (*kernel_)(c);
 }
-
-bool GateUpOp::block_path(const Tensor& x) const { return routed_ || !(gemm_ && x.rows() >= kGemmMinTokens); }
 
 int64_t GateUpOp::blocks() const { return (routed_ ? static_cast<int64_t>(active_.size()) : 1) * (F_ / kBlock); }
 
@@ -160,10 +147,12 @@ int64_t GateUpOp::block_cost(int64_t b, const Tensor& x) const {
 // The routed list is the picked experts' blocks, expert after expert. Dealt out to the threads
 // by cost, every thread has work even when an expert has fewer blocks than there are threads
 // (Kimi-K2's 2048 outputs are 8 blocks, against 16 cores on the target machines), and a
-// thread's blocks of one expert are one run of rows: through the GEMM, tile by tile, for an
-// expert with kGemmMinTokens slots or more in a batch (activation rows by index, products in
-// slot order in the scratch), else one GEMV per slot and tile. Each block is computed whole by
-// one thread with the same kernel, so the outputs do not depend on the thread count.
+// thread's blocks of one expert (or of the dense matrix) are one run of rows: through the GEMM,
+// tile by tile, for kGemmMinTokens rows or more (the GEMM writes gate/up products interleaved
+// into the scratch, routed slots by index in slot order; then each block of 256 outputs is split
+// into gate and up, passed through SwiGLU and quantised to Q8_K), else one GEMV per row and
+// tile. Each block is computed whole by one thread with the same kernel, so the outputs do not
+// depend on the thread count.
 void GateUpOp::run_blocks(int64_t b0, int64_t b1, const Tensor& x, Tensor& y) const {
   const int64_t per = F_ / kBlock;
   for (int64_t u = b0; u < b1;) {
@@ -174,12 +163,16 @@ void GateUpOp::run_blocks(int64_t b0, int64_t b1, const Tensor& x, Tensor& y) co
     const int64_t s1 = routed_ ? slots_.expert_begin[static_cast<size_t>(e + 1)] : x.rows();
     for (int64_t t0 = (u - a * per) * kBlock; t0 < r1; t0 += tile_rows_) {
       const int64_t t1 = std::min(r1, t0 + tile_rows_);
-      if (routed_ && batched_ && s1 - s0 >= kGemmMinTokens) {
+      if (gemm_ && (!routed_ || batched_) && s1 - s0 >= kGemmMinTokens) {
         GemmCall c;
         c.x = x.cdata;
         c.x_stride = x.row_size();
-        c.x_rows = slots_.x_rows.data() + s0;
         c.n = s1 - s0;
+        if (!routed_) {
+          gemm_tile(0, t0, t1, c, 0, y, [](int64_t t) { return t; });
+          continue;
+        }
+        c.x_rows = slots_.x_rows.data() + s0;
         gemm_tile(e, t0, t1, c, s0, y, [&](int64_t t) { return slots_.slot_order[static_cast<size_t>(s0 + t)]; });
         continue;
       }
@@ -216,7 +209,6 @@ Range cost_share(int64_t n, const std::function<int64_t(int64_t)>& cost, int nth
 }
 
 void GateUpOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
-  if (!block_path(x)) return run_gemm(tid, nth, x, y);
   const Range share = cost_share(blocks(), [&](int64_t b) { return block_cost(b, x); }, nth, tid);
   run_blocks(share.begin, share.end, x, y);
 }

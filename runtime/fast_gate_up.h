@@ -44,16 +44,16 @@ class GateUpOp {
   static Expected<std::unique_ptr<GateUpOp>> create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
                                                     int64_t l2_bytes, std::vector<float>* scratch);
   // Serial part before the threads start: groups routed slots by expert (ids: null for the
-  // dense op) and sizes the batch path's scratch.
-  Status prepare(const refexec::Tensor* ids, const refexec::Tensor& x);
+  // dense op) and sizes the GEMM's scratch, which this op then uses from float `scratch_at` on
+  // (another op running at the same time takes the floats before it: scratch_floats()).
+  Status prepare(const refexec::Tensor* ids, const refexec::Tensor& x, int64_t scratch_at = 0);
+  int64_t scratch_floats() const { return scratch_floats_; }
   // Thread `tid` of `nth` writes its blocks of 256 outputs for every token (or routed slot).
   void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
-  // After prepare(), the block path: this batch runs as a list of blocks of 256 outputs, the
-  // picked experts' blocks of the routed op (always), the matrix's blocks of the dense op when
-  // the batch is too short for the GEMM. block_cost(b): rows the block is multiplied by, plus
-  // kBlockReadCost for reading its weights. run_blocks runs blocks [b0, b1) of the list; run()
-  // on the block path runs the thread's share of the list by cost (cost_share).
-  bool block_path(const refexec::Tensor& x) const;
+  // After prepare(), the op's work is a list of blocks of 256 outputs: the picked experts'
+  // blocks (routed), the matrix's blocks (dense). block_cost(b): the rows block b is multiplied
+  // by, plus kBlockReadCost for reading its weights. run_blocks runs blocks [b0, b1) of the list;
+  // run() runs the thread's share of the list by cost (cost_share).
   int64_t blocks() const;
   int64_t block_cost(int64_t b, const refexec::Tensor& x) const;
   void run_blocks(int64_t b0, int64_t b1, const refexec::Tensor& x, refexec::Tensor& y) const;
@@ -72,7 +72,6 @@ class GateUpOp {
   template <class OutRow>
   void gemm_tile(int64_t mat, int64_t t0, int64_t t1, GemmCall c, int64_t gu0, const refexec::Tensor& y,
                  OutRow out_row) const;
-  void run_gemm(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8_t* q) const;
 
   // gate_up_swiglu_id: slots grouped by expert, rebuilt by prepare().
@@ -85,6 +84,7 @@ class GateUpOp {
   std::shared_ptr<const Kernel> gemm_;  // batches; null when Q4_K has no GEMM kernel here
   GlueFn epilogue_ = nullptr;           // batches: SwiGLU + Q8_K over 256 outputs (null: reference)
   std::string kernel_name_;
+  int64_t gu_at_ = 0, scratch_floats_ = 0;  // this batch's part of *gu_ (prepare)
   std::vector<float>* gu_ = nullptr;    // batch path: [T][2F] gate/up products (rows disjoint per thread)
 };
 

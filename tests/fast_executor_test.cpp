@@ -305,14 +305,14 @@ void FastVsReference::expect_decode_independent_of_threads(const std::string& pa
 
 TEST_F(FastVsReference, DecodeLogitsDoNotDependOnThreadCount) {
   expect_decode_independent_of_threads(path_, "bench");
-  // The MoE layer decodes its shared and routed gate/up as one list of blocks (link_gate_up_pairs).
+  // The MoE layer runs its shared and routed gate/up as one list of blocks (link_gate_up_pairs).
   auto model = gguf::Model::open(path_);
   ASSERT_TRUE(model.has_value()) << model.error();
   auto ex = fast(*model, 2, 8);
   ASSERT_TRUE(ex);
   const auto log = dynamic_cast<const FastExecutor&>(*ex).dispatch_log();
   EXPECT_NE(std::find(log.begin(), log.end(),
-                      "gate_up_swiglu_id: decoded with the shared expert's gate_up_swiglu as one block list in 1 of 1 layers"),
+                      "gate_up_swiglu_id: runs with the shared expert's gate_up_swiglu as one block list in 1 of 1 layers"),
             log.end());
 }
 
@@ -324,6 +324,36 @@ TEST_F(FastVsReference, DecodeWithFewerExpertBlocksThanThreads) {
       "mkmodel --preset bench --layers 2 --experts 16 --expert-ffn 256 -o '" + path + "'", dir_);
   ASSERT_EQ(r.status, 0) << r.err;
   expect_decode_independent_of_threads(path, "one block per expert");
+}
+
+// A prompt's routed and shared-expert gate/up run together as one list of blocks dealt out by
+// cost, through the GEMM: the prompt's logits at 2 and 3 threads, run four times each, match
+// 1 thread's (the attention's row split may sum in another order, hence a small bound).
+TEST_F(FastVsReference, PrefillLogitsAgreeAcrossThreadCounts) {
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  std::mt19937 rng(5);
+  std::vector<int32_t> tokens(48);
+  std::vector<std::vector<float>> runs;
+  for (int threads : {1, 2, 3}) {
+    auto ex = fast(*model, threads, 48);
+    ASSERT_TRUE(ex);
+    const auto V = static_cast<size_t>(ex->n_vocab());
+    if (runs.empty())
+      for (auto& t : tokens) t = static_cast<int32_t>(rng() % V);
+    std::vector<float> logits(tokens.size() * V);
+    for (int rep = 0; rep < 4; ++rep) {
+      ex->reset();
+      ASSERT_TRUE(ex->eval(tokens, logits.data(), true).is_ok());
+      if (!runs.empty()) {
+        double worst = 0;
+        for (size_t i = 0; i < logits.size(); ++i)
+          worst = std::max(worst, static_cast<double>(std::fabs(logits[i] - runs[0][i])));
+        EXPECT_LT(worst, 1e-3) << threads << " threads, repetition " << rep;
+      }
+    }
+    runs.push_back(std::move(logits));
+  }
 }
 
 // Past kMlaSplitMinRows positions per thread, decode attention splits the cache positions across
