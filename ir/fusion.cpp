@@ -159,9 +159,8 @@ void compact(Graph& g, const std::vector<char>& dead) {
 
 // Moves each dense gate_up_swiglu that reads the same activations as an earlier
 // gate_up_swiglu_id (a MoE layer's shared expert) to just before it, when all its inputs are
-// defined there. Returns whether any node moved.
-bool hoist_shared_gate_up(Graph& g) {
-  bool moved = false;
+// defined there.
+void hoist_shared_gate_up(Graph& g) {
   for (size_t r = 0; r < g.nodes.size(); ++r) {
     if (g.nodes[r].op != OpKind::GateUpSwiGluId) continue;
     const UseInfo u = use_info(g);
@@ -176,12 +175,10 @@ bool hoist_shared_gate_up(Graph& g) {
       Node node = std::move(g.nodes[d]);
       g.nodes.erase(g.nodes.begin() + static_cast<std::ptrdiff_t>(d));
       g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(r), std::move(node));
-      moved = true;
       ++r;  // the routed node is one further on now
       break;
     }
   }
-  return moved;
 }
 
 }  // namespace

@@ -137,11 +137,15 @@ void GateUpOp::gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8
 
 int64_t GateUpOp::blocks() const { return (routed_ ? static_cast<int64_t>(active_.size()) : 1) * (F_ / kBlock); }
 
+Range GateUpOp::rows_of(int64_t a, const Tensor& x) const {
+  if (!routed_) return {0, x.rows()};
+  const auto e = static_cast<size_t>(active_[static_cast<size_t>(a)]);
+  return {slots_.expert_begin[e], slots_.expert_begin[e + 1]};
+}
+
 int64_t GateUpOp::block_cost(int64_t b, const Tensor& x) const {
-  const int64_t rows = routed_ ? slots_.expert_begin[static_cast<size_t>(active_[static_cast<size_t>(b / (F_ / kBlock))]) + 1] -
-                                     slots_.expert_begin[static_cast<size_t>(active_[static_cast<size_t>(b / (F_ / kBlock))])]
-                               : x.rows();
-  return rows + kBlockReadCost;
+  const Range r = rows_of(b / (F_ / kBlock), x);
+  return r.end - r.begin + kBlockReadCost;
 }
 
 // The routed list is the picked experts' blocks, expert after expert. Dealt out to the threads
@@ -159,8 +163,8 @@ void GateUpOp::run_blocks(int64_t b0, int64_t b1, const Tensor& x, Tensor& y) co
     const int64_t a = u / per, end = std::min((a + 1) * per, b1);
     const int64_t r1 = (end - a * per) * kBlock;
     const int64_t e = routed_ ? active_[static_cast<size_t>(a)] : 0;
-    const int64_t s0 = routed_ ? slots_.expert_begin[static_cast<size_t>(e)] : 0;
-    const int64_t s1 = routed_ ? slots_.expert_begin[static_cast<size_t>(e + 1)] : x.rows();
+    const Range rows = rows_of(a, x);
+    const int64_t s0 = rows.begin, s1 = rows.end;
     for (int64_t t0 = (u - a * per) * kBlock; t0 < r1; t0 += tile_rows_) {
       const int64_t t1 = std::min(r1, t0 + tile_rows_);
       if (gemm_ && (!routed_ || batched_) && s1 - s0 >= kGemmMinTokens) {
