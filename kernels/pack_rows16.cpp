@@ -11,9 +11,10 @@ constexpr int64_t R = kRows16;
 
 int64_t nblocks(const PackLayout& L) { return L.cols / kQK; }
 
-// One record per block: codes, then the 16 rows' d (kernels/pack.h).
-constexpr int64_t kQ8Codes = rows16_code_bytes(GgmlType::Q8_0), kQ8Rec = rows16_record_bytes(GgmlType::Q8_0);
-constexpr int64_t kQ4Codes = rows16_code_bytes(GgmlType::Q4_0), kQ4Rec = rows16_record_bytes(GgmlType::Q4_0);
+// One record per block: codes and the 16 rows' d, in an order set by the block's parity
+// (kernels/pack.h). Where block b's codes, and its d, start in a group:
+int64_t codes_at(GgmlType f, int64_t b) { return b * rows16_record_bytes(f) + rows16_codes_in_record(b); }
+int64_t d_at(GgmlType f, int64_t b) { return b * rows16_record_bytes(f) + rows16_d_in_record(f, b); }
 
 // Q8_0 codes stored as q + 128 (unsigned) so vpdpbusd can take them as its unsigned operand;
 // the kernel subtracts 128 * sum(x) per block.
@@ -27,8 +28,8 @@ void pack_q8_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
       std::memcpy(&blk, src + (r * nb + b) * sizeof blk, sizeof blk);
       for (int c = 0; c < 8; ++c)
         for (int t = 0; t < 4; ++t)
-          g[b * kQ8Rec + 64 * c + 4 * i + t] = static_cast<uint8_t>(blk.qs[4 * c + t] ^ 0x80);
-      std::memcpy(g + b * kQ8Rec + kQ8Codes + i * 2, &blk.d, 2);
+          g[codes_at(GgmlType::Q8_0, b) + 64 * c + 4 * i + t] = static_cast<uint8_t>(blk.qs[4 * c + t] ^ 0x80);
+      std::memcpy(g + d_at(GgmlType::Q8_0, b) + i * 2, &blk.d, 2);
     }
   }
 }
@@ -46,9 +47,9 @@ void pack_q4_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
       for (int c = 0; c < 4; ++c)
         for (int t = 0; t < 4; ++t) {
           const uint8_t lo = blk.qs[4 * c + t] & 0x0F, hi = blk.qs[4 * c + t] >> 4;
-          g[b * kQ4Rec + 64 * c + 4 * i + t] = static_cast<uint8_t>(lo | (hi << 4));
+          g[codes_at(GgmlType::Q4_0, b) + 64 * c + 4 * i + t] = static_cast<uint8_t>(lo | (hi << 4));
         }
-      std::memcpy(g + b * kQ4Rec + kQ4Codes + i * 2, &blk.d, 2);
+      std::memcpy(g + d_at(GgmlType::Q4_0, b) + i * 2, &blk.d, 2);
     }
   }
 }
@@ -77,9 +78,10 @@ float dot_q8_0(const PackLayout& L, const uint8_t* g, int64_t i, const BlockQ8_0
   float sum = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     int32_t isum = 0;
-    for (int j = 0; j < 32; ++j) isum += int8_t(g[b * kQ8Rec + 64 * (j / 4) + 4 * i + j % 4] ^ 0x80) * x[b].qs[j];
+    for (int j = 0; j < 32; ++j)
+      isum += int8_t(g[codes_at(GgmlType::Q8_0, b) + 64 * (j / 4) + 4 * i + j % 4] ^ 0x80) * x[b].qs[j];
     uint16_t d;
-    std::memcpy(&d, g + b * kQ8Rec + kQ8Codes + i * 2, 2);
+    std::memcpy(&d, g + d_at(GgmlType::Q8_0, b) + i * 2, 2);
     sum += (ref::fp16_to_fp32(d) * ref::fp16_to_fp32(x[b].d)) * float(isum);
   }
   return sum;
@@ -91,11 +93,11 @@ float dot_q4_0(const PackLayout& L, const uint8_t* g, int64_t i, const BlockQ8_0
   for (int64_t b = 0; b < nb; ++b) {
     int32_t isum = 0;
     for (int j = 0; j < 16; ++j) {
-      const uint8_t byte = g[b * kQ4Rec + 64 * (j / 4) + 4 * i + j % 4];
+      const uint8_t byte = g[codes_at(GgmlType::Q4_0, b) + 64 * (j / 4) + 4 * i + j % 4];
       isum += ((byte & 0x0F) - 8) * x[b].qs[j] + ((byte >> 4) - 8) * x[b].qs[j + 16];
     }
     uint16_t d;
-    std::memcpy(&d, g + b * kQ4Rec + kQ4Codes + i * 2, 2);
+    std::memcpy(&d, g + d_at(GgmlType::Q4_0, b) + i * 2, 2);
     sum += (ref::fp16_to_fp32(d) * ref::fp16_to_fp32(x[b].d)) * float(isum);
   }
   return sum;
@@ -130,8 +132,8 @@ bool rows16_format(GgmlType f) {
 
 int64_t rows16_group_bytes(GgmlType f, int64_t cols) {
   switch (f) {
-    case GgmlType::Q8_0: return cols / kQK * kQ8Rec;
-    case GgmlType::Q4_0: return cols / kQK * kQ4Rec;
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0: return cols / kQK * rows16_record_bytes(f);
     case GgmlType::F32: return cols * R * 4;
     case GgmlType::F16: return cols * R * 2;
     case GgmlType::BF16: return (cols + 1) / 2 * R * 4;

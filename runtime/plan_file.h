@@ -37,7 +37,8 @@ namespace zenmoe::plan {
 // 4: Q8_0 and Q4_0 groups hold one record per block (codes, then the rows' d).
 // 5: kernel descriptors carry a stream count (a byte of the former reserved field).
 // 6: BF16 groups hold column pairs per 32-bit lane.
-inline constexpr uint32_t kPlanVersion = 6;
+// 7: odd Q8_0 and Q4_0 block records hold d before the codes.
+inline constexpr uint32_t kPlanVersion = 7;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 
 // How a tensor's matrices were packed (kernels/pack.h).

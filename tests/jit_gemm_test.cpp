@@ -319,6 +319,18 @@ TEST_P(Q4KGemmRowBlocks, AllLegal) {
 INSTANTIATE_TEST_SUITE_P(Host, Q4KGemmRowBlocks, ::testing::ValuesIn(host_levels(GgmlType::Q4_K)),
                          [](const ::testing::TestParamInfo<IsaLevel>& i) { return std::string(isa::level_name(i.param)); });
 
+class Q80GemmOddBlocks : public ::testing::TestWithParam<IsaLevel> {};
+
+// Q8_0 blocks are 32 wide: a single block and odd block counts (the last record, an even
+// block's, holds its codes first).
+TEST_P(Q80GemmOddBlocks, AgreeWithReference) {
+  for (int64_t k : {32, 96, 288})
+    for (int64_t n : {1, 5, 17}) GemmTester().format(GgmlType::Q8_0).isa(GetParam()).cols(k).rows(19).tokens(n).Test();
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, Q80GemmOddBlocks, ::testing::ValuesIn(host_levels(GgmlType::Q8_0)),
+                         [](const ::testing::TestParamInfo<IsaLevel>& i) { return std::string(isa::level_name(i.param)); });
+
 TEST(JitGemm, HostRunsAVnniQ4KGemmWhenItHasVnni) {
   // Guards against the variant list silently shrinking to the scalar reference.
   const size_t want = isa::host_supports(IsaLevel::kAvx512Vnni) ? 2u : 1u;

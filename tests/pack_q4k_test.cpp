@@ -97,8 +97,10 @@ TEST(PackRows16, RowBlockMustBe16AndRowsAreLanes) {
 }
 
 // Q8_0 and Q4_0 groups are one record per block: the block's codes, then the 16 rows' d.
-TEST(PackRows16, QuantRecordsHoldCodesThenScales) {
-  constexpr int kRows = 17, kBlocks = 2;
+// An even block's record: codes, then d; an odd block's: d, then codes, so that every code
+// chunk is one aligned cache line (544 = 8.5 lines, 288 = 4.5).
+TEST(PackRows16, QuantRecordsAlternateCodesAndScales) {
+  constexpr int kRows = 17, kBlocks = 3;
   std::vector<BlockQ8_0> q8(kRows * kBlocks);
   std::vector<BlockQ4_0> q4(kRows * kBlocks);
   for (int i = 0; i < kRows * kBlocks; ++i) {
@@ -106,8 +108,8 @@ TEST(PackRows16, QuantRecordsHoldCodesThenScales) {
     for (int j = 0; j < 32; ++j) q8[i].qs[j] = static_cast<int8_t>(i * 7 + j * 3 - 60);
     for (int j = 0; j < 16; ++j) q4[i].qs[j] = static_cast<uint8_t>(i * 11 + j * 5);
   }
-  Expected<PackedWeights> p8 = pack_weights(GgmlType::Q8_0, 16, q8.data(), q8.size() * sizeof(BlockQ8_0), kRows, 64);
-  Expected<PackedWeights> p4 = pack_weights(GgmlType::Q4_0, 16, q4.data(), q4.size() * sizeof(BlockQ4_0), kRows, 64);
+  Expected<PackedWeights> p8 = pack_weights(GgmlType::Q8_0, 16, q8.data(), q8.size() * sizeof(BlockQ8_0), kRows, 96);
+  Expected<PackedWeights> p4 = pack_weights(GgmlType::Q4_0, 16, q4.data(), q4.size() * sizeof(BlockQ4_0), kRows, 96);
   ASSERT_TRUE(p8.has_value()) << p8.error();
   ASSERT_TRUE(p4.has_value()) << p4.error();
   EXPECT_EQ(rows16_record_bytes(GgmlType::Q8_0), 544);
@@ -115,20 +117,25 @@ TEST(PackRows16, QuantRecordsHoldCodesThenScales) {
   for (int r : {0, 3, 15, 16})
     for (int b = 0; b < kBlocks; ++b) {
       const int i = r % 16;
+      const bool odd = b % 2 == 1;
       const BlockQ8_0& s8 = q8[r * kBlocks + b];
       const uint8_t* g8 = p8->group(r / 16) + b * 544;
-      for (int j = 0; j < 32; ++j) EXPECT_EQ(g8[64 * (j / 4) + 4 * i + j % 4], uint8_t(s8.qs[j] ^ 0x80)) << r << " " << b;
+      const uint8_t* c8 = g8 + (odd ? 32 : 0);
+      EXPECT_EQ((c8 - p8->group(r / 16)) % 64, 0);
+      for (int j = 0; j < 32; ++j) EXPECT_EQ(c8[64 * (j / 4) + 4 * i + j % 4], uint8_t(s8.qs[j] ^ 0x80)) << r << " " << b;
       uint16_t d = 0;
-      std::memcpy(&d, g8 + 512 + 2 * i, 2);
+      std::memcpy(&d, g8 + (odd ? 0 : 512) + 2 * i, 2);
       EXPECT_EQ(d, s8.d);
       const BlockQ4_0& s4 = q4[r * kBlocks + b];
       const uint8_t* g4 = p4->group(r / 16) + b * 288;
+      const uint8_t* c4 = g4 + (odd ? 32 : 0);
+      EXPECT_EQ((c4 - p4->group(r / 16)) % 64, 0);
       for (int c = 0; c < 4; ++c)
         for (int t = 0; t < 4; ++t) {
           const uint8_t src = s4.qs[4 * c + t];
-          EXPECT_EQ(g4[64 * c + 4 * i + t], uint8_t((src & 0x0F) | (src >> 4) << 4));
+          EXPECT_EQ(c4[64 * c + 4 * i + t], uint8_t((src & 0x0F) | (src >> 4) << 4));
         }
-      std::memcpy(&d, g4 + 256 + 2 * i, 2);
+      std::memcpy(&d, g4 + (odd ? 0 : 256) + 2 * i, 2);
       EXPECT_EQ(d, s4.d);
     }
 }

@@ -78,6 +78,14 @@ void Avx2Rows16Kernel::repeat(int64_t n, const std::function<void()>& body) {
   jnz(loop, T_NEAR);
 }
 
+void Avx2Rows16Kernel::repeat_blocks(int64_t n, const std::function<void(int)>& body) {
+  if (n >= 2) repeat(n / 2, [&] {
+      body(0);
+      body(1);
+    });
+  if (n % 2 != 0) body(0);
+}
+
 void Avx2Rows16Kernel::broadcast_const(const Ymm& y, uint32_t v) {
   mov(eax, v);
   vmovd(Xmm(y.getIdx()), eax);

@@ -38,6 +38,9 @@ class Avx2Rows16Kernel : public JitKernelBase {
   virtual void group_body() = 0;
   // body() `n` times (n >= 1) on the rCnt counter.
   void repeat(int64_t n, const std::function<void()>& body);
+  // body(parity) for blocks 0..n-1 (Q8_0 / Q4_0 records, kernels/pack.h): an even and an
+  // odd block per iteration, an odd count's last block after the loop.
+  void repeat_blocks(int64_t n, const std::function<void(int)>& body);
   void broadcast_const(const Xbyak::Ymm& y, uint32_t v);
   // (v, v) int16 pairs per dword lane from 8 unsigned bytes at `src` (for vpmaddwd).
   void byte_pairs(const Xbyak::Ymm& dst, const Xbyak::Address& src, const Xbyak::Ymm& tmp);

@@ -39,13 +39,13 @@ class GemmQ80 : public JitGemmBase {
   Zmm acc(int t) const { return Zmm(12 + t); }    // zmm12 .. zmm21
   Zmm isum(int t) const { return Zmm(22 + t); }   // zmm22 .. zmm31
 
-  // One record per block: codes, then the 16 rows' d (kernels/pack.h).
-  static constexpr int kCodes = static_cast<int>(rows16_code_bytes(GgmlType::Q8_0));
+  // One record per block: codes and the 16 rows' d, ordered by the block's parity
+  // (kernels/pack.h).
   static constexpr int kRec = static_cast<int>(rows16_record_bytes(GgmlType::Q8_0));
   int64_t group_stride() const { return (int64_t{nb_} * kRec + 63) / 64 * 64; }
   void prep() override;
   void body(int m) override;
-  void block(int m);
+  void block(int m, int parity);
 
   int nb_;
 };
@@ -100,13 +100,21 @@ void GemmQ80::body(int m) {
   add(rPc, qword[rArgs + 0]);
   mov(rPa, slot_act());
   for (int t = 0; t < m; ++t) vpxord(acc(t), acc(t), acc(t));
-  mov(rCnt, nb_);
-  L(blk);
-  block(m);
-  add(rPc, kRec);
-  add(rPa, kTokens * kActBytes);
-  dec(rCnt);
-  jnz(blk, T_NEAR);
+  // Two blocks an iteration (an even one, then an odd one), an odd count's last after.
+  const auto step = [&](int parity) {
+    block(m, parity);
+    add(rPc, kRec);
+    add(rPa, kTokens * kActBytes);
+  };
+  if (nb_ >= 2) {
+    mov(rCnt, nb_ / 2);
+    L(blk);
+    step(0);
+    step(1);
+    dec(rCnt);
+    jnz(blk, T_NEAR);
+  }
+  if (nb_ % 2 != 0) step(0);
   Zmm accs[kTokens];
   for (int t = 0; t < kTokens; ++t) accs[t] = acc(t);
   store_lanes(m, accs, zT);
@@ -115,9 +123,10 @@ void GemmQ80::body(int m) {
   jb(groups, T_NEAR);
 }
 
-void GemmQ80::block(int m) {
-  for (int c = 0; c < 8; ++c) vmovdqu32(code(c), ptr[rPc + 64 * c]);
-  vcvtph2ps(zDw, ptr[rPc + kCodes]);
+void GemmQ80::block(int m, int parity) {
+  const int64_t codes = rows16_codes_in_record(parity);
+  for (int c = 0; c < 8; ++c) vmovdqu32(code(c), ptr[rPc + codes + 64 * c]);
+  vcvtph2ps(zDw, ptr[rPc + rows16_d_in_record(GgmlType::Q8_0, parity)]);
   // The int32 sums start at the bias term (a broadcast load, no ALU work).
   for (int t = 0; t < m; ++t) vpbroadcastd(isum(t), ptr[rPa + kActBytes * t + kActBias]);
   for (int c = 0; c < 8; ++c)

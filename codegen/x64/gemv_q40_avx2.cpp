@@ -18,8 +18,8 @@ namespace {
 using namespace Xbyak;
 
 constexpr int kQ80Bytes = 34;
-// One record per block: codes, then the 16 rows' d (kernels/pack.h).
-constexpr int kCodeBytes = static_cast<int>(rows16_code_bytes(GgmlType::Q4_0));
+// One record per block: codes and the 16 rows' d, ordered by the block's parity
+// (kernels/pack.h).
 constexpr int kRec = static_cast<int>(rows16_record_bytes(GgmlType::Q4_0));
 
 class GemvQ40Avx2 : public Avx2Rows16Kernel {
@@ -33,7 +33,7 @@ class GemvQ40Avx2 : public Avx2Rows16Kernel {
 
   void prep() override;
   void group_body() override;
-  void block();
+  void block(int parity);
 
   int nb_;
 };
@@ -47,17 +47,18 @@ void GemvQ40Avx2::prep() {
 void GemvQ40Avx2::group_body() {
   broadcast_const(yM0F, 0x0F0F0F0F);
   broadcast_const(yOnes, 0x00010001);
-  repeat(nb_, [this] { block(); });
+  repeat_blocks(nb_, [this](int parity) { block(parity); });
 }
 
-void GemvQ40Avx2::block() {
+void GemvQ40Avx2::block(int parity) {
+  const int64_t codes = rows16_codes_in_record(parity), d = rows16_d_in_record(GgmlType::Q4_0, parity);
   for (const Ymm& w : yW) vpxor(w, w, w);
   for (int c = 0; c < 4; ++c) {
     prefetch_share(rP, d_.prefetch, (kRec + 63) / 64, c, 4);
     vpbroadcastd(yXl, ptr[rPx + 2 + 4 * c]);
     vpbroadcastd(yXh, ptr[rPx + 2 + 16 + 4 * c]);
     for (int h = 0; h < 2; ++h) {
-      vmovdqu(yV, ptr[rP + 64 * c + 32 * h]);
+      vmovdqu(yV, ptr[rP + codes + 64 * c + 32 * h]);
       vpand(yL, yV, yM0F);
       vpsrlw(yV, yV, 4);
       vpand(yV, yV, yM0F);
@@ -72,7 +73,7 @@ void GemvQ40Avx2::block() {
   for (int h = 0; h < 2; ++h) {
     vpmaddwd(yW[h], yW[h], yOnes);
     vpsubd(yW[h], yW[h], yB);
-    add_scaled_block(h, yW[h], ptr[rP + kCodeBytes + 16 * h], yDx, yD);
+    add_scaled_block(h, yW[h], ptr[rP + d + 16 * h], yDx, yD);
   }
   add(rP, kRec);
   add(rPx, kQ80Bytes);

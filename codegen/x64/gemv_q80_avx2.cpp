@@ -18,8 +18,8 @@ namespace {
 using namespace Xbyak;
 
 constexpr int kQ80Bytes = 34;
-// One record per block: codes, then the 16 rows' d (kernels/pack.h).
-constexpr int kCodeBytes = static_cast<int>(rows16_code_bytes(GgmlType::Q8_0));
+// One record per block: codes and the 16 rows' d, ordered by the block's parity
+// (kernels/pack.h).
 constexpr int kRec = static_cast<int>(rows16_record_bytes(GgmlType::Q8_0));
 
 class GemvQ80Avx2 : public Avx2Rows16Kernel {
@@ -33,7 +33,7 @@ class GemvQ80Avx2 : public Avx2Rows16Kernel {
 
   void prep() override;
   void group_body() override;
-  void block();
+  void block(int parity);
 
   int nb_;
 };
@@ -55,16 +55,17 @@ void GemvQ80Avx2::prep() {
 void GemvQ80Avx2::group_body() {
   broadcast_const(y80, 0x80808080);
   broadcast_const(yOnes, 0x00010001);
-  repeat(nb_, [this] { block(); });
+  repeat_blocks(nb_, [this](int parity) { block(parity); });
 }
 
-void GemvQ80Avx2::block() {
+void GemvQ80Avx2::block(int parity) {
+  const int64_t codes = rows16_codes_in_record(parity), d = rows16_d_in_record(GgmlType::Q8_0, parity);
   for (const Ymm& i : yI) vpxor(i, i, i);
   for (int c = 0; c < 8; ++c) {
     prefetch_share(rP, d_.prefetch, (kRec + 63) / 64, c, 8);
     vpbroadcastd(yX, ptr[rPx + 2 + 4 * c]);
     for (int h = 0; h < 2; ++h) {
-      vpxor(yV, y80, ptr[rP + 64 * c + 32 * h]);  // q = code ^ 0x80
+      vpxor(yV, y80, ptr[rP + codes + 64 * c + 32 * h]);  // q = code ^ 0x80
       vpabsb(yA, yV);
       vpsignb(yS, yX, yV);
       vpmaddubsw(yA, yA, yS);
@@ -73,7 +74,7 @@ void GemvQ80Avx2::block() {
     }
   }
   vbroadcastss(yDx, ptr[rScr]);
-  for (int h = 0; h < 2; ++h) add_scaled_block(h, yI[h], ptr[rP + kCodeBytes + 16 * h], yDx, yD);
+  for (int h = 0; h < 2; ++h) add_scaled_block(h, yI[h], ptr[rP + d + 16 * h], yDx, yD);
   add(rP, kRec);
   add(rPx, kQ80Bytes);
   add(rScr, 4);

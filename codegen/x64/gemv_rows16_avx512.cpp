@@ -67,8 +67,8 @@ class GemvRows16 : public JitKernelBase {
   int64_t group_stride() const;
   void prep_quant();
   void prep_plain();
-  void quant_block(int t);
-  void quant_step(int ns);
+  void quant_block(int t, int parity);
+  void quant_step(int ns, int parity);
   void quant_loop(int ns);
   Address rec(int t, int64_t off) const;
   int stride() const { return d_.prefetch == 0 ? 0 : std::max<int>(64, d_.prefetch_stride); }
@@ -184,24 +184,27 @@ void GemvRows16::prep_plain() {
   }
 }
 
-void GemvRows16::quant_block(int t) {
+// The block of stream t at the loop pointers; `parity` is its index's (the order of its
+// record, kernels/pack.h).
+void GemvRows16::quant_block(int t, int parity) {
   vpxord(zI, zI, zI);
   vpxord(zI2, zI2, zI2);
   // Every line prefetched (stride 64): the record's lines spread over its chunks.
   const int every = stride() == 64 ? d_.prefetch : 0;
   const int lines = (record_bytes() + 63) / 64;
   const auto at = [&](int64_t off) { return rec(t, off); };
+  const int64_t codes = rows16_codes_in_record(parity);
   if (fmt_ == GgmlType::Q8_0) {
     for (int c = 0; c < 8; ++c) {
       prefetch_share(at, every, lines, c, 8);
-      vmovdqu32(zV, rec(t, 64 * c));
+      vmovdqu32(zV, rec(t, codes + 64 * c));
       vpdpbusd(c % 2 ? zI2 : zI, zV, ptr_b[rPx + 2 + 4 * c]);
     }
   } else {
     // High nibbles masked in place (16x the code), shifted back once per block.
     for (int c = 0; c < 4; ++c) {
       prefetch_share(at, every, lines, c, 4);
-      vmovdqu32(zV, rec(t, 64 * c));
+      vmovdqu32(zV, rec(t, codes + 64 * c));
       vpandd(zLo, zV, zM0F);
       vpdpbusd(zI, zLo, ptr_b[rPx + 2 + 4 * c]);
       vpandd(zHi, zV, zMF0);
@@ -212,26 +215,27 @@ void GemvRows16::quant_block(int t) {
   vpaddd(zI, zI, zI2);
   vpsubd(zI, zI, ptr_b[rScr]);
   vcvtdq2ps(zI, zI);
-  vcvtph2ps(zD, rec(t, code_bytes()));
+  vcvtph2ps(zD, rec(t, rows16_d_in_record(fmt_, parity)));
   vmulps(zD, zD, ptr_b[rScr + 4]);
   vfmadd231ps(zAcc[t], zI, zD);
 }
 
 // One block of each of the ns groups, then every pointer on to the next block.
-void GemvRows16::quant_step(int ns) {
-  for (int t = 0; t < ns; ++t) quant_block(t);
+void GemvRows16::quant_step(int ns, int parity) {
+  for (int t = 0; t < ns; ++t) quant_block(t, parity);
   add(rPc, record_bytes());
   if (ns > 2) add(rPc2, record_bytes());
   add(rPx, 34);
   add(rScr, 8);
 }
 
-// The block records of one row group, a single stream. Every line prefetched: one block per
-// iteration, the prefetches inside quant_block. A larger stride: the blocks nearest one
-// stride per iteration, one prefetched line each, the rest unrolled after the loop.
+// The block records of one row group, a single stream. Every line prefetched: two blocks
+// per iteration, the prefetches inside quant_block. A larger stride: the even number of
+// blocks nearest one stride per iteration, one prefetched line each, the rest unrolled after
+// the loop. An even count per iteration keeps each block's parity fixed in the code.
 void GemvRows16::quant_loop(int ns) {
   const int s = stride();
-  const int per = s > 64 ? std::max(1, (s + record_bytes() / 2) / record_bytes()) : 1;
+  const int per = s > 64 ? std::max(1, (s + record_bytes()) / (2 * record_bytes())) * 2 : 2;
   const int64_t iters = nblocks() / per, tail = nblocks() % per;
   if (iters > 0) {
     Label blk;
@@ -239,11 +243,11 @@ void GemvRows16::quant_loop(int ns) {
     L(blk);
     if (s > 64)
       for (int t = 0; t < ns; ++t) prefetcht0(rec(t, d_.prefetch));
-    for (int b = 0; b < per; ++b) quant_step(ns);
+    for (int b = 0; b < per; ++b) quant_step(ns, b % 2);
     dec(rCnt);
     jnz(blk, T_NEAR);
   }
-  for (int64_t b = 0; b < tail; ++b) quant_step(ns);
+  for (int64_t b = 0; b < tail; ++b) quant_step(ns, static_cast<int>(b % 2));
 }
 
 // One k step of stream t (k_off steps past the loop pointers, which start each iteration at
