@@ -95,11 +95,10 @@ bool zen5_avx512(isa::Target target) {
 }
 
 // The AVX-512 row-per-lane GEMVs that prefetch every line 4 KiB ahead instead of one line per
-// KiB (see prefetch_stride): all of them on the generic tuning (CPUs other than Zen 4 / Zen 5),
-// Q4_0's on Zen 5.
+// KiB (see prefetch_stride): all of them on the generic tuning (CPUs other than Zen 4 / Zen 5).
 bool every_line_prefetch(GgmlType weight, isa::Target target) {
   if (!strided_prefetch_kernel(weight, target.level)) return false;
-  return target.tuning == isa::Tuning::kGeneric || (target.tuning == isa::Tuning::kZen5 && weight == GgmlType::Q4_0);
+  return target.tuning == isa::Tuning::kGeneric;
 }
 
 }  // namespace
@@ -260,9 +259,12 @@ int prefetch_stride(GgmlType weight, isa::Target target) {
   // kimi_expert_gate_up,bench_expert_gate_up --regimes dram -t 1,2`, two rounds each way, as
   // fractions of the prefetching probe) the stride kept its lead at 1 thread for Q8_0
   // (95-99 % against 92-93 %), BF16 (97-98 % against 88-92 %) and F32 (97-100 % against
-  // 88-92 %); F16 was even. Q4_0 went the other way: every line 4 KiB ahead read 87-89 %
-  // against 74-82 % at 1 thread and 75-93 % against 61-76 % at 2, so Zen 5 prefetches Q4_0
-  // that way.
+  // 88-92 %); F16 was even. Q4_0 went the other way while its code chunks straddled cache
+  // lines in every other block (every line 4 KiB ahead read 87-89 % against 74-82 % at 1
+  // thread); with every chunk one aligned line (plan version 7) the stride won back: 16 KiB
+  // ahead against every line 4 KiB ahead, six rounds in turn, 1.04-1.45x (median 1.27) at 1
+  // thread and four rounds 0.99-1.22x (median 1.19) at 2, Kimi expert gate and down shapes
+  // and the bench expert's (bench kernels --formats q4_0 --regimes dram).
   const bool sparse = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16 ||
                       weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0;
   return sparse && strided_prefetch_kernel(weight, target.level) && !every_line_prefetch(weight, target) ? 1024 : 0;

@@ -109,9 +109,8 @@ TEST(JitDesc, CanonicalName) {
 }
 
 // The prefetch defaults each tuning measured best: one line per KiB 16 KiB ahead for the
-// row-per-lane GEMVs on Zen (but every line 4 KiB ahead for Q4_0 on Zen 5), every line 4 KiB
-// ahead on other CPUs; Q4_K 3072 bytes ahead on Zen 5, 4096 elsewhere; the multi-stream
-// GEMVs 2 streams on Zen 5, 4 elsewhere.
+// row-per-lane GEMVs on Zen, every line 4 KiB ahead on other CPUs; Q4_K 3072 bytes ahead on
+// Zen 5, 4096 elsewhere; the multi-stream GEMVs 2 streams on Zen 5, 4 elsewhere.
 TEST(JitDesc, PrefetchDefaultsPerTuning) {
   auto desc = [](GgmlType w, Tuning t) { return default_gemv_desc(w, 7168, {IsaLevel::kAvx512Bf16, t}); };
   for (Tuning t : {Tuning::kZen4, Tuning::kZen5, Tuning::kGeneric}) {
@@ -120,9 +119,8 @@ TEST(JitDesc, PrefetchDefaultsPerTuning) {
     const bool generic = t == Tuning::kGeneric;
     EXPECT_EQ(q8.prefetch_stride, generic ? 0 : 1024);
     EXPECT_EQ(q8.prefetch, generic ? 4096 : 16384);
-    const bool q4_every_line = generic || t == Tuning::kZen5;
-    EXPECT_EQ(q4.prefetch_stride, q4_every_line ? 0 : 1024);
-    EXPECT_EQ(q4.prefetch, q4_every_line ? 4096 : 16384);
+    EXPECT_EQ(q4.prefetch_stride, q8.prefetch_stride);
+    EXPECT_EQ(q4.prefetch, q8.prefetch);
     EXPECT_EQ(q4k.prefetch_stride, 0);
     EXPECT_EQ(q4k.prefetch, t == Tuning::kZen5 ? 3072 : 4096);
     EXPECT_EQ(q4k.streams, t == Tuning::kZen5 ? 2 : 4);
