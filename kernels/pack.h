@@ -70,7 +70,8 @@
 
 namespace zenmoe {
 
-// Q8_0 / Q4_0 row-block-16 records (see the layout above): code bytes, then the 16 rows' d.
+// Q8_0 / Q4_0 row-block-16 records (see the layout above): the code bytes of a record, and the
+// whole record (codes and the 16 rows' d).
 inline constexpr int64_t rows16_code_bytes(GgmlType f) { return f == GgmlType::Q8_0 ? 512 : 256; }
 inline constexpr int64_t rows16_record_bytes(GgmlType f) { return rows16_code_bytes(f) + 32; }
 // Offsets inside the record of block b (by b's parity, see the layout above): codes, and d.
