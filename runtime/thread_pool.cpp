@@ -2,6 +2,7 @@
 
 #include <hwloc.h>
 
+#include <algorithm>
 #include <chrono>
 
 namespace zenmoe {
@@ -150,6 +151,16 @@ Range split_range(int64_t n, int parts, int i, int64_t unit) {
   if (r.begin > n) r.begin = n;
   if (r.end > n) r.end = n;
   return r;
+}
+
+int default_thread_count() {
+  static const int n = [] {
+    ThreadPool::Topology t;
+    int cores = t.load() ? t.n_cores : 0;
+    if (cores < 1) cores = static_cast<int>(std::thread::hardware_concurrency());
+    return std::clamp(cores, 1, 1024);
+  }();
+  return n;
 }
 
 CacheSizes detect_cache_sizes() {

@@ -68,6 +68,11 @@ struct Range {
 };
 Range split_range(int64_t n, int parts, int i, int64_t unit = 1);
 
+// The thread count a command uses unless told otherwise: the cores this process may run on
+// (hwloc; SMT siblings count once, as memory-bound decoding gains nothing from them), else the
+// CPUs the system reports, at least 1 and at most 1024.
+int default_thread_count();
+
 // Data cache sizes of the first core as the machine reports them (hwloc); 0 when unknown.
 struct CacheSizes {
   int64_t l1d = 0, l2 = 0, l3 = 0;

@@ -16,9 +16,11 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/gguf.h"
+#include "runtime/thread_pool.h"
 
 namespace zenmoe {
 namespace {
@@ -93,6 +95,21 @@ TEST_F(RunCli, GeneratesTextAndOneSummaryLine) {
 
 // --profile: after the summary line a header, then one row per op kind, largest first, in
 // aligned columns, the shares adding up to the whole run.
+// Without -t, run uses one thread per core this process may use (as llama.cpp does); -t sets it.
+TEST_F(RunCli, UsesOneThreadPerCoreUnlessTold) {
+  const int n = default_thread_count();
+  ASSERT_GE(n, 1);
+  if (const unsigned cpus = std::thread::hardware_concurrency(); cpus > 0) EXPECT_LE(n, static_cast<int>(cpus));
+  const std::string base = "run -m '" + kModel + "' -p 'Hello' -n 2 --temp 0 -v";
+  for (const int t : {0, 1}) {
+    Result r = zenmoe(base + (t > 0 ? " -t " + std::to_string(t) : ""));
+    ASSERT_EQ(r.status, 0) << r.err;
+    const int want = t > 0 ? t : n;
+    const bool pinned = r.err.find("threads pinned to cores 0.." + std::to_string(want - 1) + "\n") != std::string::npos;
+    EXPECT_TRUE(pinned || r.err.find("threads not pinned") != std::string::npos) << r.err;
+  }
+}
+
 TEST_F(RunCli, ProfilePrintsOneAlignedRowPerOpKind) {
   Result r = zenmoe("run -m '" + kModel + "' -p 'Hello world' -n 4 --temp 0 --ignore-eos --profile");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -18,6 +18,7 @@
 #include "runtime/executor.h"
 #include "runtime/gguf.h"
 #include "runtime/sampler.h"
+#include "runtime/thread_pool.h"
 #include "runtime/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -32,7 +33,7 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"prompt", "p", true, "prompt text"},
     {"file", "f", true, "read the prompt from this file"},
     {"n-predict", "n", true, "tokens to generate (default 128; -1 = until end of generation)"},
-    {"threads", "t", true, "threads (default 1)"},
+    {"threads", "t", true, "threads (default: one per core this process may use)"},
     {"cache-type-k", "ctk", true, "KV cache type: f16 (default), f32, bf16 or q8_0"},
     {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
     {"ctx-size", "c", true, "context size in tokens (default 4096, at most the model's)"},
@@ -129,7 +130,7 @@ Expected<RunOptions> parse_options(const Args& a) {
   if (o.prompt.empty()) return Error{"the prompt is empty"};
   auto n = a.get_int("n-predict", 128, -1, INT32_MAX);
   auto ctx = a.get_int("ctx-size", 4096, 1, 1 << 24);
-  auto threads = a.get_int("threads", 1, 1, 1024);
+  auto threads = a.get_int("threads", default_thread_count(), 1, 1024);
   for (const Status& st : {n.status(), ctx.status(), threads.status()})
     if (!st) return Error{st.message()};
   o.n_predict = *n;
