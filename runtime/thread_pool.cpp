@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <string>
+#include <vector>
 
 namespace zenmoe {
 
@@ -37,15 +39,40 @@ struct ThreadPool::Topology {
   void restore_caller() const {
     if (caller_set != nullptr) hwloc_set_cpubind(topo, caller_set, HWLOC_CPUBIND_THREAD);
   }
+  // The cores with a CPU in this process's affinity mask (taskset, a cpuset), as hwloc's
+  // logical indices; every core when the mask cannot be read.
+  std::vector<unsigned> cores;
   bool load() {
     if (hwloc_topology_init(&topo) != 0) return false;
     if (hwloc_topology_load(topo) != 0) return false;
-    n_cores = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    const int all = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
+    hwloc_cpuset_t allowed = hwloc_bitmap_alloc();
+    const bool masked = allowed != nullptr && hwloc_get_cpubind(topo, allowed, HWLOC_CPUBIND_PROCESS) == 0;
+    for (int i = 0; i < all; ++i) {
+      hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, static_cast<unsigned>(i));
+      if (core != nullptr && core->cpuset != nullptr && (!masked || hwloc_bitmap_intersects(core->cpuset, allowed)))
+        cores.push_back(static_cast<unsigned>(i));
+    }
+    if (allowed != nullptr) hwloc_bitmap_free(allowed);
+    n_cores = static_cast<int>(cores.size());
     return n_cores > 0;
   }
-  // Binds the calling thread to core `index % n_cores`. False when hwloc refuses.
+  // The cores the first `threads` threads are bound to: "a..b" when consecutive, else a list.
+  std::string describe(int threads) const {
+    const size_t n = static_cast<size_t>(std::min(threads, n_cores));
+    bool run = true;
+    for (size_t i = 1; i < n; ++i) run = run && cores[i] == cores[i - 1] + 1;
+    if (run) return std::to_string(cores[0]) + ".." + std::to_string(cores[n - 1]);
+    std::string s;
+    for (size_t i = 0; i < n; ++i) {
+      if (i > 0) s += ',';
+      s += std::to_string(cores[i]);
+    }
+    return s;
+  }
+  // Binds the calling thread to the allowed core `index % n_cores`. False when hwloc refuses.
   bool bind(int index) const {
-    hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, static_cast<unsigned>(index % n_cores));
+    hwloc_obj_t core = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, cores[static_cast<size_t>(index % n_cores)]);
     if (core == nullptr || core->cpuset == nullptr) return false;
     hwloc_cpuset_t set = hwloc_bitmap_dup(core->cpuset);
     hwloc_bitmap_singlify(set);  // one PU of the core: no migration between SMT siblings
@@ -71,7 +98,7 @@ Expected<std::unique_ptr<ThreadPool>> ThreadPool::create(const ThreadPoolOptions
     }
   }
   if (pinned) {
-    pool->placement_ = "pinned to cores 0.." + std::to_string(opts.n_threads - 1);
+    pool->placement_ = "pinned to cores " + pool->topo_->describe(opts.n_threads);
     if (opts.n_threads > pool->topo_->n_cores)
       pool->placement_ += " (" + std::to_string(pool->topo_->n_cores) + " cores: threads share cores)";
   } else {

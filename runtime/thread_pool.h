@@ -1,4 +1,5 @@
-// One persistent pool of worker threads pinned to cores (hwloc), used by the fast executor.
+// One persistent pool of worker threads pinned to cores (hwloc), used by the fast executor:
+// thread i to the i-th core this process may run on (its affinity mask), round robin.
 // run() hands the same function to every thread (the caller is thread 0) and returns when all
 // have finished: one barrier per call. Idle workers spin briefly, then sleep, so a pool costs
 // nothing while the front end samples or waits for input.
@@ -20,7 +21,8 @@ namespace zenmoe {
 
 struct ThreadPoolOptions {
   int n_threads = 1;      // threads including the caller; at least 1
-  bool pin = true;        // bind thread i to core i (hwloc); skipped when the topology is unknown
+  bool pin = true;        // bind thread i to the i-th allowed core (hwloc); skipped when the
+                          // topology is unknown
   int spin_us = 200;      // how long an idle worker spins before it sleeps
 };
 
