@@ -94,44 +94,52 @@ TEST_F(RunCli, GeneratesTextAndOneSummaryLine) {
   EXPECT_EQ(again.out, r.out);
 }
 
-// --profile: after the summary line a header, then one row per op kind, largest first, in
-// aligned columns, the shares adding up to the whole run.
-// Without -t, run uses one thread per core this process may use; -t sets the count.
+// Without -t, run uses one thread per core this process may use; -t sets the count. Thread i
+// runs on the i-th of those cores: confined to one CPU, run names one core, the first core for
+// the first CPU and the last for the last (checked exactly when this test may use every CPU).
 TEST_F(RunCli, UsesOneThreadPerCoreUnlessTold) {
   const int n = default_thread_count();
   ASSERT_GE(n, 1);
-  if (const unsigned cpus = std::thread::hardware_concurrency(); cpus > 0) {
-    EXPECT_LE(n, static_cast<int>(cpus));
-  }
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_LE(n, static_cast<int>(cpus));
+  cpu_set_t mine;
+  const bool every_cpu = sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) == static_cast<int>(cpus);
+  const std::regex placement("threads pinned to cores ([0-9]+)\\.\\.([0-9]+)\n");
+  // The cores run names, or {-1, -1} when it could not pin its threads.
+  auto named = [&](const std::string& err) -> std::pair<int, int> {
+    std::smatch m;
+    if (err.find("threads not pinned") != std::string::npos) return {-1, -1};
+    EXPECT_TRUE(std::regex_search(err, m, placement)) << err;
+    return m.empty() ? std::pair<int, int>{-1, -1} : std::pair<int, int>{std::stoi(m[1].str()), std::stoi(m[2].str())};
+  };
   const std::string base = "run -m '" + kModel + "' -p 'Hello' -n 2 --temp 0 -v";
   for (const int t : {0, 1}) {
     Result r = zenmoe(base + (t > 0 ? " -t " + std::to_string(t) : ""));
     ASSERT_EQ(r.status, 0) << r.err;
-    const int want = t > 0 ? t : n;
-    const bool pinned = r.err.find("threads pinned to cores 0.." + std::to_string(want - 1) + "\n") != std::string::npos;
-    EXPECT_TRUE(pinned || r.err.find("threads not pinned") != std::string::npos) << r.err;
+    const auto [first, last] = named(r.err);
+    if (first < 0) continue;
+    EXPECT_EQ(last - first + 1, t > 0 ? t : n) << r.err;
+    if (every_cpu) {
+      EXPECT_EQ(first, 0) << r.err;
+    }
   }
-  // A process confined to one CPU counts one core and runs there: the first CPU is on the first
-  // core, the last on the last (when this test may use every CPU, so that n counts them all).
   if (std::system("command -v taskset >/dev/null 2>&1") != 0) return;
-  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
-  cpu_set_t mine;
-  const bool every_cpu = sched_getaffinity(0, sizeof mine, &mine) == 0 && CPU_COUNT(&mine) == static_cast<int>(cpus);
   for (const unsigned cpu : {0u, cpus - 1}) {
     const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
     const std::string cmd = "taskset -c " + std::to_string(cpu) + " '" + ZENMOE_BINARY + "' " + base + " >'" +
                             out.string() + "' 2>'" + err.string() + "' </dev/null";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << slurp(err);
-    const std::string e = slurp(err);
-    if (e.find("threads not pinned") != std::string::npos) continue;
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(e, m, std::regex("threads pinned to cores ([0-9]+)\\.\\.\\1\n"))) << "cpu " << cpu << ": " << e;
+    const auto [first, last] = named(slurp(err));
+    if (first < 0) continue;
+    EXPECT_EQ(first, last) << "cpu " << cpu;
     if (every_cpu) {
-      EXPECT_EQ(std::stoi(m[1].str()), cpu == 0 ? 0 : n - 1) << "cpu " << cpu << ": " << e;
+      EXPECT_EQ(first, cpu == 0 ? 0 : n - 1) << "cpu " << cpu;
     }
   }
 }
 
+// --profile: after the summary line a header, then one row per op kind, largest first, in
+// aligned columns, the shares adding up to the whole run.
 TEST_F(RunCli, ProfilePrintsOneAlignedRowPerOpKind) {
   Result r = zenmoe("run -m '" + kModel + "' -p 'Hello world' -n 4 --temp 0 --ignore-eos --profile");
   ASSERT_EQ(r.status, 0) << r.err;
