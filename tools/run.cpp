@@ -130,7 +130,8 @@ Expected<RunOptions> parse_options(const Args& a) {
   if (o.prompt.empty()) return Error{"the prompt is empty"};
   auto n = a.get_int("n-predict", 128, -1, INT32_MAX);
   auto ctx = a.get_int("ctx-size", 4096, 1, 1 << 24);
-  auto threads = a.get_int("threads", default_thread_count(), 1, 1024);
+  // The machine's topology is read only when no count is given.
+  auto threads = a.get_int("threads", a.has("threads") ? 1 : default_thread_count(), 1, 1024);
   for (const Status& st : {n.status(), ctx.status(), threads.status()})
     if (!st) return Error{st.message()};
   o.n_predict = *n;
