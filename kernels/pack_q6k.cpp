@@ -31,29 +31,21 @@ int q6k_code(const BlockQ6_K& b, int w) {
 
 void pack_block(const BlockQ6_K& b, int64_t sb, int64_t i, uint8_t* g) {
   const Q6KRegions o = regions(sb);
-  for (int s = 0; s < 8; ++s)
-    for (int j = 0; j < 4; ++j)
+  for (int s = 0; s < 16; ++s)
+    for (int m = 0; m < 3; ++m)
       for (int t = 0; t < 4; ++t) {
-        const int a = q6k_code(b, 16 * s + 4 * j + t), c = q6k_code(b, 16 * (s + 8) + 4 * j + t);
-        g[o.codes + q6k_nibble_offset(s, j) + 4 * i + t] = uint8_t((a & 0x0F) | ((c & 0x0F) << 4));
-      }
-  for (int s = 0; s < 4; ++s)
-    for (int j = 0; j < 4; ++j)
-      for (int t = 0; t < 4; ++t) {
-        uint8_t v = 0;
-        for (int k = 0; k < 4; ++k) v |= uint8_t((q6k_code(b, 16 * (s + 4 * k) + 4 * j + t) >> 4) << (2 * k));
-        g[o.codes + q6k_high_offset(s, j) + 4 * i + t] = v;
+        const int own = q6k_code(b, 16 * s + 4 * m + t), last = q6k_code(b, 16 * s + 12 + t);
+        g[o.codes + q6k_chunk_offset(s, m) + 4 * i + t] = uint8_t(own | ((last >> (2 * m)) & 3) << 6);
       }
   for (int s = 0; s < 16; ++s) g[o.scales + 16 * s + i] = static_cast<uint8_t>(b.scales[s]);
   std::memcpy(g + o.d + i * 2, &b.d, 2);
 }
 
 int packed_code(const uint8_t* g, const Q6KRegions& o, int64_t i, int w) {
-  const int s = w / 16, j = (w % 16) / 4, t = w % 4;
-  const uint8_t lo = g[o.codes + q6k_nibble_offset(s % 8, j) + 4 * i + t];
-  const uint8_t hi = g[o.codes + q6k_high_offset(s % 4, j) + 4 * i + t];
-  const int low = s < 8 ? (lo & 0x0F) : (lo >> 4);
-  return low | (((hi >> (2 * (s / 4))) & 3) << 4);
+  const int s = w / 16, m = (w % 16) / 4, t = w % 4;
+  const auto byte = [&](int chunk) { return int(g[o.codes + q6k_chunk_offset(s, chunk) + 4 * i + t]); };
+  if (m < 3) return byte(m) & 0x3F;
+  return (byte(0) >> 6) | (byte(1) >> 6) << 2 | (byte(2) >> 6) << 4;
 }
 
 }  // namespace

@@ -140,6 +140,53 @@ TEST(PackRows16, QuantRecordsAlternateCodesAndScales) {
     }
 }
 
+// Q6_K, spec §2.8 layout inverted: the block whose weight w has the 6-bit code codes[w].
+BlockQ6_K q6k_block(const int* codes) {
+  BlockQ6_K b{};
+  for (int w = 0; w < 256; ++w) {
+    const int h = w / 128, r = w % 128, quarter = r / 32, l = r % 32, c = codes[w];
+    b.ql[64 * h + l + 32 * (quarter & 1)] |= uint8_t(quarter < 2 ? c & 15 : (c & 15) << 4);
+    b.qh[32 * h + l] |= uint8_t((c >> 4) << (2 * quarter));
+  }
+  return b;
+}
+
+// A Q6_K sub-block's three chunks hold its first 12 codes in bits 0-5 and the last 4 codes'
+// bit pairs in bits 6-7 (chunk m: bits 2m, 2m+1); scales and d follow the 3072 code bytes.
+TEST(PackQ6K, ThreeChunksPerSubBlockCarryTheLastCodesInTheirTopBits) {
+  constexpr int kRows = 17, kSuper = 2;
+  std::vector<BlockQ6_K> w(kRows * kSuper);
+  std::vector<int> codes(256);
+  for (int i = 0; i < kRows * kSuper; ++i) {
+    for (int c = 0; c < 256; ++c) codes[c] = (c * 37 + i * 11 + (c >> 3)) & 63;
+    w[i] = q6k_block(codes.data());
+    for (int s = 0; s < 16; ++s) w[i].scales[s] = static_cast<int8_t>(s * 9 - i - 60);
+    w[i].d = static_cast<uint16_t>(0x3C00 + i);
+  }
+  Expected<PackedWeights> p = pack_weights(GgmlType::Q6_K, 16, w.data(), w.size() * sizeof(BlockQ6_K), kRows, 512);
+  ASSERT_TRUE(p.has_value()) << p.error();
+  EXPECT_EQ(p->layout.group_stride, kSuper * 3392);
+  for (int r : {0, 5, 15, 16})
+    for (int sb = 0; sb < kSuper; ++sb) {
+      const int n = r * kSuper + sb, i = r % 16;
+      const uint8_t* rec = p->group(r / 16) + sb * 3392;
+      for (int c = 0; c < 256; ++c) codes[c] = (c * 37 + n * 11 + (c >> 3)) & 63;
+      for (int s = 0; s < 16; ++s) {
+        for (int m = 0; m < 3; ++m)
+          for (int t = 0; t < 4; ++t) {
+            const int last = codes[16 * s + 12 + t];
+            const uint8_t want = uint8_t(codes[16 * s + 4 * m + t] | ((last >> (2 * m)) & 3) << 6);
+            EXPECT_EQ(rec[192 * s + 64 * m + 4 * i + t], want) << r << " " << sb << " " << s << " " << m;
+            EXPECT_EQ(q6k_chunk_offset(s, m), 192 * s + 64 * m);
+          }
+        EXPECT_EQ(int8_t(rec[3072 + 16 * s + i]), w[n].scales[s]);
+      }
+      uint16_t d = 0;
+      std::memcpy(&d, rec + 3328 + 2 * i, 2);
+      EXPECT_EQ(d, w[n].d);
+    }
+}
+
 // Spec §2.2 Q4_0 example block dotted with Q8_0 activations: packed reference == reference.
 TEST(PackRows16, Q4_0SpecBlock) {
   const uint8_t blk[18] = {0x00, 0x38, 0x80, 0x91, 0xa2, 0xb3, 0xc4, 0xd5, 0xe6, 0xf7,

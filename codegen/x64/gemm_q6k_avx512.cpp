@@ -4,8 +4,9 @@
 // Token tiles of N = 8: per super-block and token the tile's activations are copied once into
 // scratch (384 bytes: the 256 int8 codes, -32 * bsums[s] as 16 int32, d_x), so every
 // activation dword is an embedded-broadcast operand at a fixed offset. Per super-block and
-// sub-block s (16 weights), the 6-bit codes (q + 32, 0..63) of the 4 chunks are rebuilt once
-// (shift, mask, vpternlogd) and serve all N tokens:
+// sub-block s (16 weights), the 6-bit codes (q + 32, 0..63) of its 4 dwords per row are
+// rebuilt once (a mask each for the first 12, JitKernelBase::q6k_last_codes for the last 4)
+// and serve all N tokens:
 //   I = -32 * bsum_s + sum of 4 vpdpbusd            (the exact integer sub-block dot)
 //   sb += float(I) * (sc_s * d_w)                    (sc * d is exact in f32)
 //   acc += sb * d_x                                  (once per super-block)
@@ -36,7 +37,7 @@ class GemmQ6K : public JitGemmBase {
 
  private:
   const Reg64 rPlo = r13, rPsc = r15, rPd = r9, rPa = r8, rCnt = rsi;
-  const Zmm zA = zmm0, zB = zmm1, zM0F = zmm2, zM30 = zmm3, zDw = zmm4, zScd = zmm5, zT = zmm6;
+  const Zmm zA = zmm0, zB = zmm1, zM0F = zmm2, zM3F = zmm3, zDw = zmm4, zScd = zmm5, zT = zmm6, zM03 = zmm7;
   Zmm acc(int t) const { return Zmm(8 + t); }    // zmm8 .. zmm15
   Zmm sb(int t) const { return Zmm(16 + t); }    // zmm16 .. zmm23
   Zmm isum(int t) const { return Zmm(24 + t); }  // zmm24 .. zmm31
@@ -54,7 +55,7 @@ void GemmQ6K::prep() {
   mov(r11, slot_t0());
   mov(rPa, slot_act());
   mov(r9, slot_m());
-  vpxord(zmm7, zmm7, zmm7);
+  vpxord(zT, zT, zT);
   Label tok, blk;
   L(tok);
   x_row(rdx, r11);
@@ -67,7 +68,7 @@ void GemmQ6K::prep() {
   }
   vpmovsxwd(zA, ptr[rdx + kQ8KBsums]);
   vpslld(zA, zA, 5);
-  vpsubd(zA, zmm7, zA);
+  vpsubd(zA, zT, zA);
   vmovdqa32(ptr[rax + kActBias], zA);
   vmovss(xmm1, dword[rdx]);
   vmovss(dword[rax + kActD], xmm1);
@@ -84,8 +85,10 @@ void GemmQ6K::prep() {
 void GemmQ6K::body(int m) {
   mov(eax, 0x0F0F0F0F);
   vpbroadcastd(zM0F, eax);
-  mov(eax, 0x30303030);
-  vpbroadcastd(zM30, eax);
+  mov(eax, 0x3F3F3F3F);
+  vpbroadcastd(zM3F, eax);
+  mov(eax, 0x03030303);
+  vpbroadcastd(zM03, eax);
   Label groups, sbl;
   L(groups);
   mov(rPlo, rGroup);
@@ -112,26 +115,11 @@ void GemmQ6K::body(int m) {
   jb(groups, T_NEAR);
 }
 
-// zA = the 6-bit codes of chunk j of sub-block s: low nibble from chunk 4(s % 8) + j (high
-// half for s >= 8), top bits k = s / 4 of chunk 4(s % 4) + j moved to bits 4-5.
+// zA = the 6-bit codes of weights 4j .. 4j+3 of sub-block s, one byte each.
 void GemmQ6K::code(int s, int j) {
-  constexpr uint8_t kOrAnd = 0xF8;  // vpternlogd: dst | (src2 & src3)
-  const int k = s / 4;
-  const Address lo = ptr[rPlo + q6k_nibble_offset(s % 8, j)];
-  const Address hi = ptr[rPlo + q6k_high_offset(s % 4, j)];
-  if (k == 2) {
-    vpandd(zA, zM30, hi);
-  } else {
-    if (k < 2) vpsllw(zA, hi, 4 - 2 * k);
-    else vpsrlw(zA, hi, 2);
-    vpandd(zA, zA, zM30);
-  }
-  if (s < 8) {
-    vpternlogd(zA, zM0F, lo, kOrAnd);
-  } else {
-    vpsrlw(zB, lo, 4);
-    vpternlogd(zA, zB, zM0F, kOrAnd);
-  }
+  const auto chunk = [&](int m) { return ptr[rPlo + q6k_chunk_offset(s, m)]; };
+  if (j < 3) vpandd(zA, zM3F, chunk(j));
+  else q6k_last_codes(zA, chunk(0), chunk(1), chunk(2), zB, zM03, zM0F, zM3F);
 }
 
 void GemmQ6K::superblock(int m) {

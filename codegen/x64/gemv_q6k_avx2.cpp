@@ -1,10 +1,12 @@
 // Q6_K x Q8_K GEMV for AVX2 over the row-block-16 Q6_K layout of kernels/pack.h, the scheme
 // of the AVX-512 kernel at half width: each 64-byte chunk is two ymm halves (rows 0-7 and
-// 8-15), lane = row. The 6-bit codes (0..63) are rebuilt with shifts, masks and vpor and
-// dotted with the broadcast activation dword by vpmaddubsw (codes unsigned; 2 * 63 * 127 <
-// 2^15, no saturation) and vpmaddwd. The bias 32 is removed per sub-block with 32 * bsums
-// (once per call), the int8 scale applied with vpmulld, and each super-block's int32 sum
-// FMA'd with d_w * d_y. Constant masks are memory operands: 16 ymm registers hold the rest.
+// 8-15), lane = row. A sub-block's first 12 codes (0..63) are one mask per chunk, its last 4
+// come from the chunks' top bits (shifts, masks, vpor); each is dotted with the broadcast
+// activation dword by vpmaddubsw (codes unsigned; 2 * 63 * 127 < 2^15, and two such sums
+// added as words still fit) and vpmaddwd. The bias 32 is removed per sub-block with
+// 32 * bsums (once per call), the int8 scale applied with vpmulld, and each super-block's
+// int32 sum FMA'd with d_w * d_y. Constant masks are memory operands: 16 ymm registers hold
+// the rest.
 #include <memory>
 
 #include "codegen/x64/generators.h"
@@ -19,10 +21,12 @@ using namespace Xbyak;
 constexpr int kRows = 16, kQ8KBytes = 292, kQ8KBsums = 260;
 
 struct alignas(32) Masks {
-  uint32_t m0f[8], m30[8], ones[8];
+  uint32_t m3f[8], m03[8], m0c[8], m30[8], ones[8];
   Masks() {
     for (int i = 0; i < 8; ++i) {
-      m0f[i] = 0x0F0F0F0F;
+      m3f[i] = 0x3F3F3F3F;
+      m03[i] = 0x03030303;
+      m0c[i] = 0x0C0C0C0C;
       m30[i] = 0x30303030;
       ones[i] = 0x00010001;
     }
@@ -40,8 +44,8 @@ class GemvQ6KAvx2 : public JitKernelBase {
   // ymm0-2 are clobbered by write_rows: only temporaries live there.
   const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPlo = r13, rPsc = r15;
   const Reg64 rPd = r9, rPx = r8, rScr = rsi, rCnt = r10, rK = r11;
-  const Ymm yV = ymm0, yH = ymm1, yA = ymm2, yB = ymm3, yT = ymm4, yXa = ymm5, yXb = ymm6;
-  const Ymm yI0[2] = {ymm7, ymm8}, yI1[2] = {ymm9, ymm10}, ySb[2] = {ymm11, ymm12}, yAcc[2] = {ymm13, ymm14};
+  const Ymm yT = ymm0, yU = ymm1, yW = ymm2, yD = ymm3, yX = ymm4, yCa = ymm5, yCb = ymm6, yCc = ymm7;
+  const Ymm ySb[2] = {ymm11, ymm12}, yAcc[2] = {ymm13, ymm14};
   const Ymm yS = ymm15;
 
   int64_t group_stride() const { return int64_t{S_} * 3392; }
@@ -49,8 +53,8 @@ class GemvQ6KAvx2 : public JitKernelBase {
   Address mask(int off) { return ptr[rK + off]; }
   void prep_bsums();
   void superblock();
-  void subblock_pair(int s);
-  void apply_scale(const Ymm& acc, int s, int h);
+  void subblock(int s, int h);
+  void dot_codes(const Ymm& codes, int s, int j);
 
   KernelDesc d_;
   int S_;
@@ -110,16 +114,17 @@ void GemvQ6KAvx2::prep_bsums() {
 
 void GemvQ6KAvx2::superblock() {
   for (const Ymm& s : ySb) vpxor(s, s, s);
-  // One sequential stream: the record's 53 lines a fixed distance ahead, a share per pair.
-  for (int s = 0; s < 8; ++s) {
-    prefetch_share(rPlo, d_.prefetch, 3392 / 64, s, 8);
-    subblock_pair(s);
+  // One sequential stream: the record's 53 lines a fixed distance ahead, a share per
+  // sub-block.
+  for (int s = 0; s < 16; ++s) {
+    prefetch_share(rPlo, d_.prefetch, 3392 / 64, s, 16);
+    for (int h = 0; h < 2; ++h) subblock(s, h);
   }
-  vbroadcastss(yXa, ptr[rPx]);
+  vbroadcastss(yX, ptr[rPx]);
   for (int h = 0; h < 2; ++h) {
     vcvtdq2ps(ySb[h], ySb[h]);
     vcvtph2ps(yT, ptr[rPd + 16 * h]);
-    vmulps(yT, yT, yXa);
+    vmulps(yT, yT, yX);
     vfmadd231ps(yAcc[h], ySb[h], yT);
   }
   add(rPlo, 3392);
@@ -129,53 +134,42 @@ void GemvQ6KAvx2::superblock() {
   add(rScr, 64);
 }
 
-// Sub-blocks s and s + 8 (low nibbles of chunks 4s + j; top bits at bit pairs s/4 and
-// 2 + s/4 of the high-bit chunks 4(s%4) + j), both row halves.
-void GemvQ6KAvx2::subblock_pair(int s) {
-  const int k = s / 4;
-  for (int h = 0; h < 2; ++h) {
-    vpxor(yI0[h], yI0[h], yI0[h]);
-    vpxor(yI1[h], yI1[h], yI1[h]);
-  }
-  for (int j = 0; j < 4; ++j) {
-    vpbroadcastd(yXa, ptr[rPx + 4 + 16 * s + 4 * j]);
-    vpbroadcastd(yXb, ptr[rPx + 4 + 16 * (s + 8) + 4 * j]);
-    for (int h = 0; h < 2; ++h) {
-      vmovdqu(yV, ptr[rPlo + q6k_nibble_offset(s, j) + 32 * h]);
-      vmovdqu(yH, ptr[rPlo + q6k_high_offset(s % 4, j) + 32 * h]);
-      vpsllw(yA, yH, k == 0 ? 4 : 2);
-      vpand(yA, yA, mask(offsetof(Masks, m30)));
-      vpand(yT, yV, mask(offsetof(Masks, m0f)));
-      vpor(yA, yA, yT);
-      vpmaddubsw(yA, yA, yXa);
-      vpmaddwd(yA, yA, mask(offsetof(Masks, ones)));
-      vpaddd(yI0[h], yI0[h], yA);
-      if (k == 0) {
-        vpand(yB, yH, mask(offsetof(Masks, m30)));
-      } else {
-        vpsrlw(yB, yH, 2);
-        vpand(yB, yB, mask(offsetof(Masks, m30)));
-      }
-      vpsrlw(yT, yV, 4);
-      vpand(yT, yT, mask(offsetof(Masks, m0f)));
-      vpor(yB, yB, yT);
-      vpmaddubsw(yB, yB, yXb);
-      vpmaddwd(yB, yB, mask(offsetof(Masks, ones)));
-      vpaddd(yI1[h], yI1[h], yB);
-    }
-  }
-  for (int h = 0; h < 2; ++h) {
-    apply_scale(yI0[h], s, h);
-    apply_scale(yI1[h], s + 8, h);
-  }
+// Sub-block s, rows 8h .. 8h+7: yT = its int32 dot, bias and scale applied, added to ySb[h].
+void GemvQ6KAvx2::subblock(int s, int h) {
+  const Ymm chunk[3] = {yCa, yCb, yCc};
+  for (int m = 0; m < 3; ++m) vmovdqu(chunk[m], ptr[rPlo + q6k_chunk_offset(s, m) + 32 * h]);
+  // Words: codes 0 and 1, then 2 and 3, each pair's two vpmaddubsw sums added (|sum| < 2^15).
+  vpand(yT, yCa, mask(offsetof(Masks, m3f)));
+  dot_codes(yT, s, 0);
+  vpand(yU, yCb, mask(offsetof(Masks, m3f)));
+  dot_codes(yU, s, 1);
+  vpaddw(yT, yT, yU);
+  vpmaddwd(yT, yT, mask(offsetof(Masks, ones)));
+  vpand(yU, yCc, mask(offsetof(Masks, m3f)));
+  dot_codes(yU, s, 2);
+  vpsrlw(yD, yCa, 6);
+  vpand(yD, yD, mask(offsetof(Masks, m03)));
+  vpsrlw(yW, yCb, 4);
+  vpand(yW, yW, mask(offsetof(Masks, m0c)));
+  vpor(yD, yD, yW);
+  vpsrlw(yW, yCc, 2);
+  vpand(yW, yW, mask(offsetof(Masks, m30)));
+  vpor(yD, yD, yW);
+  dot_codes(yD, s, 3);
+  vpaddw(yU, yU, yD);
+  vpmaddwd(yU, yU, mask(offsetof(Masks, ones)));
+  vpaddd(yT, yT, yU);
+  vpbroadcastd(yS, ptr[rScr + 4 * s]);
+  vpsubd(yT, yT, yS);
+  vpmovsxbd(yS, ptr[rPsc + 16 * s + 8 * h]);
+  vpmulld(yT, yT, yS);
+  vpaddd(ySb[h], ySb[h], yT);
 }
 
-void GemvQ6KAvx2::apply_scale(const Ymm& acc, int s, int h) {
-  vpbroadcastd(yS, ptr[rScr + 4 * s]);
-  vpsubd(acc, acc, yS);
-  vpmovsxbd(yS, ptr[rPsc + 16 * s + 8 * h]);
-  vpmulld(acc, acc, yS);
-  vpaddd(ySb[h], ySb[h], acc);
+// codes = the word sums of codes x activations 4j .. 4j+3 of sub-block s (vpmaddubsw).
+void GemvQ6KAvx2::dot_codes(const Ymm& codes, int s, int j) {
+  vpbroadcastd(yX, ptr[rPx + 4 + 16 * s + 4 * j]);
+  vpmaddubsw(codes, codes, yX);
 }
 
 }  // namespace

@@ -1,12 +1,12 @@
 // Q6_K x Q8_K GEMV for AVX-512 VNNI over the row-block-16 Q6_K layout of kernels/pack.h:
 // the 16 rows of a group are the 16 dword lanes, so each activation dword is a broadcast
 // memory operand and each sub-block's int8 scales are one vpmovsxbd.
-// Per super-block and pair of sub-blocks (s, s+8): 4 low-nibble chunks hold both
-// sub-blocks' low 4 bits, 4 high-bit chunks hold the top 2 bits of four sub-blocks; the
-// 6-bit codes (0..63) are rebuilt with a shift, a mask and one vpternlogd, then dotted with
-// vpdpbusd (codes unsigned). The bias 32 is removed per sub-block with 32 * sum(x) from the
-// bsums (computed once per call), the scale applied with vpmulld, and the super-block's int32
-// sum converted and FMA'd with d_w * d_y: lane = row, no horizontal reduction.
+// Per super-block and sub-block s: its three chunks give the first 12 codes (0..63) with one
+// mask each and the last 4 from their top bits (JitKernelBase::q6k_last_codes); four
+// vpdpbusd (codes unsigned) accumulate onto -32 * sum(x) of the sub-block (the bias of the
+// codes, from the bsums once per call), the scale is applied with vpmulld, and the
+// super-block's int32 sum converted and FMA'd with d_w * d_y: lane = row, no horizontal
+// reduction.
 #include <memory>
 
 #include "codegen/x64/generators.h"
@@ -29,14 +29,14 @@ class GemvQ6KAvx512 : public JitKernelBase {
  private:
   const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPlo = r13, rPsc = r15;
   const Reg64 rPd = r9, rPx = r8, rScr = rsi, rCnt = r10;
-  const Zmm zAccF = zmm0, zSb = zmm1, zA0 = zmm2, zA1 = zmm3, zV = zmm4, zH = zmm5, zA = zmm6;
-  const Zmm zB = zmm7, zT = zmm8, zS = zmm9, zD = zmm10, zM0F = zmm11, zM30 = zmm12;
+  const Zmm zAccF = zmm0, zSb = zmm1, zI = zmm2, zCa = zmm3, zCb = zmm4, zCc = zmm5, zA = zmm6;
+  const Zmm zB = zmm7, zT = zmm8, zS = zmm9, zD = zmm10, zM03 = zmm11, zM0F = zmm12, zM3F = zmm13;
+  const Zmm zC = zmm14, zL = zmm15;
 
   int64_t group_stride() const { return int64_t{S_} * 3392; }
   void prep_bsums();
   void superblock();
-  void subblock_pair(int s);
-  void apply_scale(const Zmm& acc, int s);
+  void subblock(int s);
 
   KernelDesc d_;
   int S_;
@@ -51,10 +51,12 @@ void GemvQ6KAvx512::generate() {
   jge(done, T_NEAR);
   prep_bsums();
   group_bounds(rArgs, kRows, rGroup, rGroupEnd);
+  mov(eax, 0x03030303);
+  vpbroadcastd(zM03, eax);
   mov(eax, 0x0F0F0F0F);
   vpbroadcastd(zM0F, eax);
-  mov(eax, 0x30303030);
-  vpbroadcastd(zM30, eax);
+  mov(eax, 0x3F3F3F3F);
+  vpbroadcastd(zM3F, eax);
   L(groups);
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
@@ -78,15 +80,17 @@ void GemvQ6KAvx512::generate() {
   leave_frame();
 }
 
-// 32 * bsums[s] as int32, 16 per super-block (the bias of the 6-bit codes).
+// -32 * bsums[s] as int32, 16 per super-block (the bias of the 6-bit codes).
 void GemvQ6KAvx512::prep_bsums() {
   mov(rPx, qword[rArgs + kArgX]);
   mov(rScr, rsp);
   mov(rCnt, S_);
+  vpxord(zS, zS, zS);
   Label loop;
   L(loop);
   vpmovsxwd(zT, ptr[rPx + kQ8KBsums]);
   vpslld(zT, zT, 5);
+  vpsubd(zT, zS, zT);
   vmovdqa32(ptr[rScr], zT);
   add(rPx, kQ8KBytes);
   add(rScr, 64);
@@ -96,7 +100,7 @@ void GemvQ6KAvx512::prep_bsums() {
 
 void GemvQ6KAvx512::superblock() {
   vpxord(zSb, zSb, zSb);
-  for (int s = 0; s < 8; ++s) subblock_pair(s);
+  for (int s = 0; s < 16; ++s) subblock(s);
   vcvtdq2ps(zSb, zSb);
   vcvtph2ps(zD, ptr[rPd]);
   vmulps(zD, zD, ptr_b[rPx]);
@@ -108,41 +112,21 @@ void GemvQ6KAvx512::superblock() {
   add(rScr, 64);
 }
 
-// Sub-blocks s and s + 8: their codes share the low-nibble chunks (4s + j); their top bits
-// sit at bit pairs k = s/4 and k = 2 + s/4 of the high-bit chunks (4(s%4) + j).
-void GemvQ6KAvx512::subblock_pair(int s) {
-  constexpr uint8_t kOrAnd = 0xF8;  // vpternlogd: dst | (src2 & src3)
-  const int k = s / 4;
-  vpxord(zA0, zA0, zA0);
-  vpxord(zA1, zA1, zA1);
-  for (int j = 0; j < 4; ++j) {
-    // One sequential stream: the record's 53 lines a fixed distance ahead, a share per step.
-    prefetch_share(rPlo, d_.prefetch, 3392 / 64, 4 * s + j, 32);
-    vmovdqu32(zV, ptr[rPlo + q6k_nibble_offset(s, j)]);
-    vmovdqu32(zH, ptr[rPlo + q6k_high_offset(s % 4, j)]);
-    vpsllw(zA, zH, k == 0 ? 4 : 2);
-    vpandd(zA, zA, zM30);
-    vpternlogd(zA, zV, zM0F, kOrAnd);
-    vpsrlw(zB, zV, 4);
-    if (k == 0) {
-      vpandd(zT, zH, zM30);
-    } else {
-      vpsrlw(zT, zH, 2);
-      vpandd(zT, zT, zM30);
-    }
-    vpternlogd(zT, zB, zM0F, kOrAnd);
-    vpdpbusd(zA0, zA, ptr_b[rPx + 4 + 16 * s + 4 * j]);
-    vpdpbusd(zA1, zT, ptr_b[rPx + 4 + 16 * (s + 8) + 4 * j]);
+void GemvQ6KAvx512::subblock(int s) {
+  // One sequential stream: the record's 53 lines a fixed distance ahead, a share per step.
+  prefetch_share(rPlo, d_.prefetch, 3392 / 64, s, 16);
+  const Zmm chunk[3] = {zCa, zCb, zCc}, code[3] = {zA, zB, zC};
+  for (int m = 0; m < 3; ++m) vmovdqu32(chunk[m], ptr[rPlo + q6k_chunk_offset(s, m)]);
+  vpbroadcastd(zI, ptr[rScr + 4 * s]);
+  for (int m = 0; m < 3; ++m) {
+    vpandd(code[m], chunk[m], zM3F);
+    vpdpbusd(zI, code[m], ptr_b[rPx + 4 + 16 * s + 4 * m]);
   }
-  apply_scale(zA0, s);
-  apply_scale(zA1, s + 8);
-}
-
-void GemvQ6KAvx512::apply_scale(const Zmm& acc, int s) {
-  vpsubd(acc, acc, ptr_b[rScr + 4 * s]);
+  q6k_last_codes(zL, zCa, zCb, zCc, zT, zM03, zM0F, zM3F);
+  vpdpbusd(zI, zL, ptr_b[rPx + 4 + 16 * s + 12]);
   vpmovsxbd(zS, ptr[rPsc + 16 * s]);
-  vpmulld(acc, acc, zS);
-  vpaddd(zSb, zSb, acc);
+  vpmulld(zI, zI, zS);
+  vpaddd(zSb, zSb, zI);
 }
 
 }  // namespace

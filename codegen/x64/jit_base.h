@@ -44,6 +44,30 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
   // `accumulate`). Clobbers rax, rcx, rdx, r11, k2 and `tmp`.
   void store_lanes(const Xbyak::Reg64& args, const Xbyak::Reg64& group, int row_block, const Xbyak::Zmm& acc,
                    const Xbyak::Zmm& tmp, bool accumulate);
+  // The vpternlogd immediate of the bitwise function f(dst, src2, src3) (each bit 0 or 1).
+  template <typename F>
+  static constexpr uint8_t ternlog_imm(F f) {
+    uint8_t imm = 0;
+    for (int i = 0; i < 8; ++i)
+      if (f((i >> 2) & 1, (i >> 1) & 1, i & 1)) imm |= uint8_t(1u << i);
+    return imm;
+  }
+  // Q6_K (kernels/pack.h): the last four codes of a sub-block, one per byte (0..63), from the
+  // top bits of its three chunks a, b, c (registers or memory):
+  //   dst = a >> 6 | (b >> 4 & 0x0C) | (c >> 2 & 0x30)
+  // with word shifts, two selects and a mask. m03, m0f, m3f hold those byte masks in every
+  // byte. dst and t must differ from a, b, c; t is clobbered.
+  void q6k_last_codes(const Xbyak::Zmm& dst, const Xbyak::Operand& a, const Xbyak::Operand& b,
+                      const Xbyak::Operand& c, const Xbyak::Zmm& t, const Xbyak::Zmm& m03,
+                      const Xbyak::Zmm& m0f, const Xbyak::Zmm& m3f) {
+    constexpr uint8_t kSelect = ternlog_imm([](int x, int y, int m) { return m ? x : y; });
+    vpsrlw(dst, a, 6);
+    vpsrlw(t, b, 4);
+    vpternlogd(dst, t, m03, kSelect);
+    vpsrlw(t, c, 2);
+    vpternlogd(dst, t, m0f, kSelect);
+    vpandd(dst, dst, m3f);
+  }
   // Software prefetch of a streamed record, spread over the work on it: the kernel calls this
   // once per step t = 0 .. steps-1 of a record and it prefetches lines [t*lines/steps,
   // (t+1)*lines/steps) of the record `distance` bytes past `base`. Issued as one burst per
