@@ -54,11 +54,14 @@
 //   3328  d [16 rows] f16; 3360..3391 zero.
 // Q5_K (S super-blocks, sub-block s = 0..7 of 32; 5-bit codes c in 0..31): one contiguous
 //   2880-byte record per super-block (group stride S*2880), at record offsets
-//   0     [8 chunk sets j = 0..7][5 chunks][16 rows][4 bytes], in the order the kernels read
-//         them (strictly increasing addresses stream faster from DRAM than a stride):
-//         +320j     fifth bits: bit k of byte t = c(32k+4j+t) >> 4
-//         +320j+64(1+s'), s' = 0..3, low nibbles:
-//                   byte t = c(32s'+4j+t) & 15 | (c(32(s'+4)+4j+t) & 15) << 4
+//   0     [8 sub-blocks][5 chunks m = 0..4][16 rows][4 bytes]: byte t of row i in chunk m of
+//         sub-block s holds c(32s+4m+t) in bits 0-4 and bits 3m..3m+2 of
+//         e = c(32s+20+t) | c(32s+24+t) << 5 | c(32s+28+t) << 10 in bits 5-7. A sub-block's
+//         first 20 codes are one mask per chunk, its last 12 come from the chunks' top bits
+//         (JitKernelBase::q5k_last_code): 33 vector operations per sub-block against 42 with
+//         the former low-nibble and fifth-bit planes. L2-resident GEMV at 1 thread, Kimi and
+//         bench expert shapes (bench kernels --formats q5_K --regimes l2, three rounds in
+//         turn): AVX-512 97-101 -> 115-121 GB/s, AVX2 35 -> 43-46; from DRAM unchanged.
 //   2560  scales [8 sub-blocks][16 rows] u8, 2688 mins [8][16] u8 (6-bit values expanded)
 //   2816  d [16 rows] f16, 2848 dmin [16 rows] f16.
 #pragma once
@@ -80,10 +83,8 @@ inline constexpr int64_t rows16_record_bytes(GgmlType f) { return rows16_code_by
 inline constexpr int64_t rows16_codes_in_record(int64_t b) { return b % 2 == 0 ? 0 : 32; }
 inline constexpr int64_t rows16_d_in_record(GgmlType f, int64_t b) { return b % 2 == 0 ? rows16_code_bytes(f) : 0; }
 
-// Q5_K record offsets of the code chunks of set j (see the layout above): the fifth bits,
-// and the low nibbles of sub-blocks s' and s' + 4 (s' = 0..3).
-inline constexpr int64_t q5k_fifth_offset(int j) { return 320 * j; }
-inline constexpr int64_t q5k_nibble_offset(int s, int j) { return 320 * j + 64 * (1 + s); }
+// Q5_K record offset (see the layout above) of chunk m (0..4) of sub-block s (0..7).
+inline constexpr int64_t q5k_chunk_offset(int s, int m) { return 320 * s + 64 * m; }
 
 // Q6_K record offset (see the layout above) of chunk m (0..2) of sub-block s (0..15).
 inline constexpr int64_t q6k_chunk_offset(int s, int m) { return 192 * s + 64 * m; }

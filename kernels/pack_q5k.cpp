@@ -24,17 +24,11 @@ int q5k_code(const BlockQ5_K& b, int w) {
 }
 
 void pack_block(const BlockQ5_K& b, int64_t i, uint8_t* rec) {
-  for (int s = 0; s < 4; ++s)
-    for (int j = 0; j < 8; ++j)
-      for (int t = 0; t < 4; ++t) {
-        const int a = q5k_code(b, 32 * s + 4 * j + t), c = q5k_code(b, 32 * (s + 4) + 4 * j + t);
-        rec[q5k_nibble_offset(s, j) + 4 * i + t] = uint8_t((a & 0x0F) | ((c & 0x0F) << 4));
-      }
-  for (int j = 0; j < 8; ++j)
+  for (int s = 0; s < 8; ++s)
     for (int t = 0; t < 4; ++t) {
-      uint8_t v = 0;
-      for (int k = 0; k < 8; ++k) v |= uint8_t((q5k_code(b, 32 * k + 4 * j + t) >> 4) << k);
-      rec[q5k_fifth_offset(j) + 4 * i + t] = v;
+      const int e = q5k_code(b, 32 * s + 20 + t) | q5k_code(b, 32 * s + 24 + t) << 5 | q5k_code(b, 32 * s + 28 + t) << 10;
+      for (int m = 0; m < 5; ++m)
+        rec[q5k_chunk_offset(s, m) + 4 * i + t] = uint8_t(q5k_code(b, 32 * s + 4 * m + t) | ((e >> (3 * m)) & 7) << 5);
     }
   for (int s = 0; s < 8; ++s) ref::kscale_get(b.scales, s, &rec[kSc + 16 * s + i], &rec[kMin + 16 * s + i]);
   std::memcpy(rec + kD + 2 * i, &b.d, 2);
@@ -42,10 +36,11 @@ void pack_block(const BlockQ5_K& b, int64_t i, uint8_t* rec) {
 }
 
 int packed_code(const uint8_t* rec, int64_t i, int w) {
-  const int s = w / 32, j = (w % 32) / 4, t = w % 4;
-  const uint8_t lo = rec[q5k_nibble_offset(s % 4, j) + 4 * i + t];
-  const uint8_t hi = rec[q5k_fifth_offset(j) + 4 * i + t];
-  return (s < 4 ? (lo & 0x0F) : (lo >> 4)) | (((hi >> s) & 1) << 4);
+  const int s = w / 32, m = (w % 32) / 4, t = w % 4;
+  if (m < 5) return rec[q5k_chunk_offset(s, m) + 4 * i + t] & 0x1F;
+  int e = 0;
+  for (int k = 0; k < 5; ++k) e |= (rec[q5k_chunk_offset(s, k) + 4 * i + t] >> 5) << (3 * k);
+  return (e >> (5 * (m - 5))) & 0x1F;
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ namespace zenmoe::plan {
 // 5: kernel descriptors carry a stream count (a byte of the former reserved field).
 // 6: BF16 groups hold column pairs per 32-bit lane.
 // 7: odd Q8_0 and Q4_0 block records hold d before the codes.
-// 8: Q6_K sub-blocks are three chunks of 6-bit codes carrying the last four codes in their top bits.
+// 8: Q6_K (Q5_K) sub-blocks are three (five) chunks of codes whose top bits carry the last codes.
 inline constexpr uint32_t kPlanVersion = 8;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 

@@ -187,6 +187,61 @@ TEST(PackQ6K, ThreeChunksPerSubBlockCarryTheLastCodesInTheirTopBits) {
     }
 }
 
+// Q5_K, spec §2.7 layout inverted: the block whose weight w has the 5-bit code codes[w].
+BlockQ5_K q5k_block(const int* codes) {
+  BlockQ5_K b{};
+  for (int w = 0; w < 256; ++w) {
+    const int s = w / 32, l = w % 32, c = codes[w];
+    b.qs[32 * (s / 2) + l] |= uint8_t((c & 15) << (4 * (s & 1)));
+    b.qh[l] |= uint8_t((c >> 4) << s);
+  }
+  return b;
+}
+
+// A Q5_K sub-block's five chunks hold its first 20 codes in bits 0-4; their top bits, three
+// per chunk in order, hold the last 12 codes (5 bits each, 4 weights per code dword).
+TEST(PackQ5K, FiveChunksPerSubBlockCarryTheLastCodesInTheirTopBits) {
+  constexpr int kRows = 17, kSuper = 2;
+  std::vector<BlockQ5_K> w(kRows * kSuper);
+  std::vector<int> codes(256);
+  const auto make_codes = [&](int n) {
+    for (int c = 0; c < 256; ++c) codes[c] = (c * 29 + n * 13 + (c >> 4)) & 31;
+  };
+  for (int n = 0; n < kRows * kSuper; ++n) {
+    make_codes(n);
+    w[n] = q5k_block(codes.data());
+    for (int i = 0; i < 12; ++i) w[n].scales[i] = static_cast<uint8_t>(n * 5 + i * 17);
+    w[n].d = static_cast<uint16_t>(0x3C00 + n);
+    w[n].dmin = static_cast<uint16_t>(0x3800 + n);
+  }
+  Expected<PackedWeights> p = pack_weights(GgmlType::Q5_K, 16, w.data(), w.size() * sizeof(BlockQ5_K), kRows, 512);
+  ASSERT_TRUE(p.has_value()) << p.error();
+  EXPECT_EQ(p->layout.group_stride, kSuper * 2880);
+  for (int r : {0, 6, 15, 16})
+    for (int sb = 0; sb < kSuper; ++sb) {
+      const int n = r * kSuper + sb, i = r % 16;
+      const uint8_t* rec = p->group(r / 16) + sb * 2880;
+      make_codes(n);
+      for (int s = 0; s < 8; ++s)
+        for (int t = 0; t < 4; ++t) {
+          int top = 0;
+          for (int m = 0; m < 5; ++m) {
+            const uint8_t byte = rec[320 * s + 64 * m + 4 * i + t];
+            EXPECT_EQ(q5k_chunk_offset(s, m), 320 * s + 64 * m);
+            EXPECT_EQ(byte & 31, codes[32 * s + 4 * m + t]) << r << " " << sb << " " << s << " " << m;
+            top |= (byte >> 5) << (3 * m);
+          }
+          for (int k = 0; k < 3; ++k)
+            EXPECT_EQ((top >> (5 * k)) & 31, codes[32 * s + 20 + 4 * k + t]) << r << " " << sb << " " << s << " " << k;
+        }
+      uint16_t d = 0, dmin = 0;
+      std::memcpy(&d, rec + 2816 + 2 * i, 2);
+      std::memcpy(&dmin, rec + 2848 + 2 * i, 2);
+      EXPECT_EQ(d, w[n].d);
+      EXPECT_EQ(dmin, w[n].dmin);
+    }
+}
+
 // Spec §2.2 Q4_0 example block dotted with Q8_0 activations: packed reference == reference.
 TEST(PackRows16, Q4_0SpecBlock) {
   const uint8_t blk[18] = {0x00, 0x38, 0x80, 0x91, 0xa2, 0xb3, 0xc4, 0xd5, 0xe6, 0xf7,

@@ -1,7 +1,8 @@
 // Q5_K x Q8_K GEMM for AVX-512 VNNI (prefill). The packed Q5_K layout (kernels/pack.h) is
 // already one row per 32-bit lane, so a row block's transcode into the records of
-// gemm_kquant_rows.h only joins each code's low nibble and fifth bit into a byte and turns
-// the 6-bit scales and mins into d * sc and dmin * m.
+// gemm_kquant_rows.h only masks each sub-block's first 20 codes out of its chunks, rebuilds
+// the last 12 from the chunks' top bits (JitKernelBase::q5k_last_code), and turns the 6-bit
+// scales and mins into d * sc and dmin * m.
 #include <memory>
 
 #include "codegen/x64/gemm_kquant_rows.h"
@@ -21,12 +22,11 @@ class GemmQ5K : public GemmKQuantRows {
   explicit GemmQ5K(const KernelDesc& d) : GemmKQuantRows(d) {}
 
  private:
-  const Zmm zM0F = zmm24, zM10 = zmm25;
-  Zmm fifth(int j) const { return Zmm(16 + j); }
+  const Zmm zC[5] = {zmm16, zmm17, zmm18, zmm19, zmm20};
+  const Zmm zMask[5] = {zmm24, zmm25, zmm26, zmm27, zmm28};  // 0x01, 0x03, 0x07, 0x0F, 0x1F per byte
   void setup() override;
   void transcode() override;
   void advance() override { add(r9, kRecord); }
-  void join(const Zmm& nib, int j, int s);
 };
 
 // r9 = the group's first super-block record.
@@ -34,32 +34,25 @@ void GemmQ5K::setup() {
   mov(r9, slot_rb());
   imul(r9, r9, S_ * kRecord);
   add(r9, qword[rArgs + 0]);
-  mov(eax, 0x0F0F0F0F);
-  vpbroadcastd(zM0F, eax);
-  mov(eax, 0x10101010);
-  vpbroadcastd(zM10, eax);
-}
-
-// Record chunk j of sub-block s: the nibbles in `nib` (bits 0-3, clobbered) with bit s of
-// the fifth-bit chunk j moved to bit 4. Word shifts of at most 4 keep every bit in its byte.
-void GemmQ5K::join(const Zmm& nib, int j, int s) {
-  if (s < 4) vpsllw(zmm2, fifth(j), static_cast<uint8_t>(4 - s));
-  else if (s > 4) vpsrlw(zmm2, fifth(j), static_cast<uint8_t>(s - 4));
-  vpandd(zmm2, s == 4 ? fifth(j) : zmm2, zM10);
-  vpandd(nib, nib, zM0F);
-  vpord(nib, nib, zmm2);
-  vmovdqa32(ptr[rW + s * kWRec + 64 * j], nib);
+  for (int j = 0; j < 5; ++j) {
+    mov(eax, 0x01010101u * ((2u << j) - 1));
+    vpbroadcastd(zMask[j], eax);
+  }
 }
 
 void GemmQ5K::transcode() {
-  for (int j = 0; j < 8; ++j) vmovdqa32(fifth(j), ptr[r9 + q5k_fifth_offset(j)]);
-  for (int s = 0; s < 4; ++s)
-    for (int j = 0; j < 8; ++j) {
-      vmovdqa32(zmm0, ptr[r9 + q5k_nibble_offset(s, j)]);
-      vpsrlw(zmm1, zmm0, 4);
-      join(zmm0, j, s);
-      join(zmm1, j, s + 4);
+  const Operand* chunks[5] = {&zC[0], &zC[1], &zC[2], &zC[3], &zC[4]};
+  for (int s = 0; s < 8; ++s) {
+    for (int m = 0; m < 5; ++m) {
+      vmovdqa32(zC[m], ptr[r9 + q5k_chunk_offset(s, m)]);
+      vpandd(zmm0, zC[m], zMask[4]);
+      vmovdqa32(ptr[rW + s * kWRec + 64 * m], zmm0);
     }
+    for (int k = 0; k < 3; ++k) {
+      q5k_last_code(k, zmm0, chunks, zmm1, zMask);
+      vmovdqa32(ptr[rW + s * kWRec + 64 * (5 + k)], zmm0);
+    }
+  }
   vcvtph2ps(zmm3, ptr[r9 + kD]);
   vcvtph2ps(zmm4, ptr[r9 + kDmin]);
   for (int s = 0; s < 8; ++s) {

@@ -2,11 +2,11 @@
 // kernels/pack.h, the same 2880-byte super-block records the AVX-512 kernel reads. Each
 // record is walked twice, once per ymm half (rows 0-7, then 8-15; the second pass hits L1),
 // so one half's whole state fits the 16 ymm registers.
-// Per sub-block pair (s, s + 4) and fifth-bit chunk j: the 5-bit codes are rebuilt from the
-// low-nibble chunk 8s + j and bit s / s + 4 of the fifth-bit chunk, and dotted with the
-// broadcast activation dword by vpmaddubsw (codes unsigned). Four chunks' words sum in int16
-// (4 * 2 * 31 * 128 = 31744 < 2^15); vpmaddwd against (sc, sc) word pairs then applies the
-// 6-bit scale and widens in one step. The mins meet the Q8_K bsum pairs by vpmaddwd of
+// Per sub-block: the first 20 codes are one mask per chunk, the last 12 come from the
+// chunks' top bits (shifts, masks and vpor, as JitKernelBase::q5k_last_code); each code
+// dword is dotted with the broadcast activation dword by vpmaddubsw (codes unsigned). Four
+// code dwords' words sum in int16 (4 * 2 * 31 * 128 = 31744 < 2^15); vpmaddwd against
+// (sc, sc) word pairs then applies the 6-bit scale and widens in one step. The mins meet the Q8_K bsum pairs by vpmaddwd of
 // (m, m) against the broadcast (bsums[2s], bsums[2s + 1]) dword, so nothing is prepared per
 // call. The float tail is the AVX-512 kernel's, so both give the same bits.
 #include <memory>
@@ -23,27 +23,42 @@ using namespace Xbyak;
 constexpr int kQ8KBytes = 292, kQ8KBsums = 260, kRecord = 2880;
 constexpr int kSc = 2560, kMin = 2688, kD = 2816, kDmin = 2848;
 
+// The byte masks of the pieces of the last three codes (GemvQ5KAvx2::last_code), 32 bytes each.
+struct alignas(32) Masks {
+  uint8_t m[7][32];
+  Masks() {
+    const uint8_t v[7] = {0x07, 0x18, 0x01, 0x0E, 0x10, 0x03, 0x1C};
+    for (int i = 0; i < 7; ++i)
+      for (uint8_t& b : m[i]) b = v[i];
+  }
+};
+const Masks kMasks;
+
 class GemvQ5KAvx2 : public Avx2Rows16Kernel {
  public:
   explicit GemvQ5KAvx2(const KernelDesc& d) : Avx2Rows16Kernel(d), S_(d.cols / 256) {}
   void generate() { emit_kernel(0, int64_t{S_} * kRecord); }
 
  private:
-  const Ymm yV = ymm0, yH = ymm1, yL = ymm2, yT = ymm3, yX = ymm4, yM0F = ymm5, yM10 = ymm6;
-  const Ymm yW0 = ymm7, yW1 = ymm8, yScA = ymm9, yScB = ymm10, yIs = ymm11, yIm = ymm12;
+  const Ymm yC[5] = {ymm0, ymm1, ymm2, ymm3, ymm4};
+  const Ymm yT = ymm5, yL = ymm6, yX = ymm7, yW0 = ymm8, yW1 = ymm9, yScA = ymm10, yIs = ymm11, yIm = ymm12;
+  const Ymm yM1F = ymm13;
+  const Reg64 rK = r14;  // the byte masks of last_code
 
   void group_body() override;
   void superblock();
   void half(int h);
-  void chunk(int s, int j, int h);
+  void subblock(int s, int h);
+  void dot(const Ymm& sum, const Ymm& codes, int s, int m);
+  void last_code(int k, const Ymm& dst);
   void mins_and_tail(int h);
 
   int S_;
 };
 
 void GemvQ5KAvx2::group_body() {
-  broadcast_const(yM0F, 0x0F0F0F0F);
-  broadcast_const(yM10, 0x10101010);
+  broadcast_const(yM1F, 0x1F1F1F1F);
+  mov(rK, reinterpret_cast<uintptr_t>(&kMasks));
   repeat(S_, [this] { superblock(); });
 }
 
@@ -55,49 +70,60 @@ void GemvQ5KAvx2::superblock() {
 
 void GemvQ5KAvx2::half(int h) {
   vpxor(yIs, yIs, yIs);
-  for (int s = 0; s < 4; ++s) {
-    prefetch_share(rP, d_.prefetch, kRecord / 64, 4 * h + s, 8);  // the record's lines, a share per step
-    byte_pairs(yScA, ptr[rP + kSc + 16 * s + 8 * h], yT);
-    byte_pairs(yScB, ptr[rP + kSc + 16 * (s + 4) + 8 * h], yT);
-    for (int j0 = 0; j0 < 8; j0 += 4) {
-      vpxor(yW0, yW0, yW0);
-      vpxor(yW1, yW1, yW1);
-      for (int j = j0; j < j0 + 4; ++j) chunk(s, j, h);
-      vpmaddwd(yW0, yW0, yScA);
-      vpaddd(yIs, yIs, yW0);
-      vpmaddwd(yW1, yW1, yScB);
-      vpaddd(yIs, yIs, yW1);
-    }
+  for (int s = 0; s < 8; ++s) {
+    prefetch_share(rP, d_.prefetch, kRecord / 64, 8 * h + s, 16);  // the record's lines, a share per step
+    subblock(s, h);
   }
   mins_and_tail(h);
 }
 
-// Codes of weights 32s + 4j + t (into yW0) and 32(s + 4) + 4j + t (into yW1), half h.
-void GemvQ5KAvx2::chunk(int s, int j, int h) {
-  vmovdqu(yV, ptr[rP + q5k_nibble_offset(s, j) + 32 * h]);
-  vmovdqu(yH, ptr[rP + q5k_fifth_offset(j) + 32 * h]);
-  // Sub-block s: bit s of the fifth-bit byte up to bit 4 (word shifts keep each byte's own
-  // bit there; the mask drops what crossed from the neighbour byte).
-  vpand(yL, yV, yM0F);
-  vpsllw(yT, yH, 4 - s);
-  vpand(yT, yT, yM10);
-  vpor(yL, yL, yT);
-  vpbroadcastd(yX, ptr[rPx + 4 + 32 * s + 4 * j]);
-  vpmaddubsw(yL, yL, yX);
-  vpaddw(yW0, yW0, yL);
-  // Sub-block s + 4: high nibble down to bits 0-3, bit s + 4 down to bit 4.
-  vpsrlw(yV, yV, 4);
-  vpand(yV, yV, yM0F);
-  if (s == 0) {
-    vpand(yT, yH, yM10);
-  } else {
-    vpsrlw(yT, yH, s);
-    vpand(yT, yT, yM10);
+// Sub-block s, rows 8h .. 8h+7: codes 0-3 sum as words in yW0, codes 4-7 in yW1, then both
+// meet the (sc, sc) pairs.
+void GemvQ5KAvx2::subblock(int s, int h) {
+  for (int m = 0; m < 5; ++m) vmovdqu(yC[m], ptr[rP + q5k_chunk_offset(s, m) + 32 * h]);
+  for (int m = 0; m < 5; ++m) {
+    vpand(yL, yC[m], yM1F);
+    dot(m < 4 ? yW0 : yW1, yL, s, m);
   }
-  vpor(yV, yV, yT);
-  vpbroadcastd(yX, ptr[rPx + 4 + 32 * (s + 4) + 4 * j]);
-  vpmaddubsw(yV, yV, yX);
-  vpaddw(yW1, yW1, yV);
+  for (int k = 0; k < 3; ++k) {
+    last_code(k, yL);
+    dot(yW1, yL, s, 5 + k);
+  }
+  byte_pairs(yScA, ptr[rP + kSc + 16 * s + 8 * h], yT);
+  vpmaddwd(yW0, yW0, yScA);
+  vpaddd(yIs, yIs, yW0);
+  vpmaddwd(yW1, yW1, yScA);
+  vpaddd(yIs, yIs, yW1);
+}
+
+// sum (words) = or += codes x activations 4m .. 4m+3 of sub-block s (the first dot of each
+// sum sets it).
+void GemvQ5KAvx2::dot(const Ymm& sum, const Ymm& codes, int s, int m) {
+  vpbroadcastd(yX, ptr[rPx + 4 + 32 * s + 4 * m]);
+  if (m == 0 || m == 4) {
+    vpmaddubsw(sum, codes, yX);
+  } else {
+    vpmaddubsw(codes, codes, yX);
+    vpaddw(sum, sum, codes);
+  }
+}
+
+// Code k of the last three (see JitKernelBase::q5k_last_code): each piece shifted into
+// place, masked and or'd. Clobbers yT.
+void GemvQ5KAvx2::last_code(int k, const Ymm& dst) {
+  struct Piece {
+    int chunk, shift, mask;
+  };
+  static constexpr Piece kPieces[3][3] = {{{0, 5, 0}, {1, 2, 1}, {-1, 0, 0}},
+                                          {{1, 7, 2}, {2, 4, 3}, {3, 1, 4}},
+                                          {{3, 6, 5}, {4, 3, 6}, {-1, 0, 0}}};
+  for (int i = 0; i < 3 && kPieces[k][i].chunk >= 0; ++i) {
+    const Piece& p = kPieces[k][i];
+    const Ymm& out = i == 0 ? dst : yT;
+    vpsrlw(out, yC[p.chunk], p.shift);
+    vpand(out, out, ptr[rK + 32 * p.mask]);
+    if (i > 0) vpor(dst, dst, yT);
+  }
 }
 
 // sum_s m_s * (bsums[2s] + bsums[2s + 1]), then acc += (d * d8) * isum - (dmin * d8) * imin.

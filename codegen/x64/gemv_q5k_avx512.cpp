@@ -3,13 +3,12 @@
 // 2880-byte record, so a group's weights are a single stream with one prefetch distance.
 // With desc.streams = 2 or 4, that many groups are walked side by side (a super-block of each
 // in turn, JitKernelBase::stream_groups), each summing in the same order as alone.
-// Per super-block, for each of the 8 fifth-bit chunks j: the four low-nibble chunks
-// (8s + j, s = 0..3) give the codes of sub-blocks s (low nibble) and s + 4 (high nibble);
-// the fifth bit k of the chunk is shifted to bit 4 and merged with one vpternlogd. vpdpbusd
-// (codes unsigned, activation dword broadcast) sums each sub-block into its own int32 vector.
-// The 6-bit scales and mins are applied with vpmulld (mins against the bsum pairs computed
-// once per call), and the two int32 sums are converted and FMA'd with d * d8 and dmin * d8:
-// lane = row, no horizontal reduction.
+// Per super-block and sub-block: its five chunks give the first 20 codes with one mask each
+// and the last 12 from their top bits (JitKernelBase::q5k_last_code); eight vpdpbusd (codes
+// unsigned, activation dword broadcast) sum the sub-block, and its 6-bit scale is applied
+// with vpmulld. The mins meet the bsum pairs (computed once per call) with vpmulld, and the
+// two int32 sums are converted and FMA'd with d * d8 and dmin * d8: lane = row, no
+// horizontal reduction.
 #include <memory>
 
 #include "codegen/x64/generators.h"
@@ -23,9 +22,6 @@ using namespace Xbyak;
 
 constexpr int kRows = 16, kQ8KBytes = 292, kQ8KBsums = 260, kRecord = 2880;
 constexpr int kSc = 2560, kMin = 2688, kD = 2816, kDmin = 2848;
-// vpternlogd immediates (dst = a, src2 = b, src3 = c).
-constexpr uint8_t kAandCorB = 0xEC;  // (a & c) | b
-constexpr uint8_t kAorBandC = 0xF8;  // a | (b & c)
 
 class GemvQ5KAvx512 : public JitKernelBase {
  public:
@@ -37,16 +33,17 @@ class GemvQ5KAvx512 : public JitKernelBase {
   // Group s of the ns side by side (desc.streams) starts at rP + s * rD (rP2 = rP + 2 * rD).
   const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rP = r13, rPx = r8, rScr = rsi, rCnt = r10;
   const Reg64 rD = r14, rP2 = r15;
-  const Zmm zA[8] = {zmm0, zmm1, zmm2, zmm3, zmm4, zmm5, zmm6, zmm7};
-  const Zmm zH = zmm8, zV = zmm9, zLo = zmm10, zT = zmm11, zB = zmm12, zM0F = zmm13, zM10 = zmm14;
+  const Zmm zC[5] = {zmm0, zmm1, zmm2, zmm3, zmm4};
+  const Zmm zMask[5] = {zmm5, zmm6, zmm7, zmm8, zmm9};  // 0x01, 0x03, 0x07, 0x0F, 0x1F per byte
+  const Zmm zCode = zmm10, zI = zmm12, zT = zmm11, zB = zmm13;
   const Zmm zS = zmm16, zM = zmm17, zIs = zmm18, zIm = zmm19, zD = zmm20, zDm = zmm21;
   const Zmm zAccF[4] = {zmm15, zmm22, zmm23, zmm24};
 
   void prep_bsums();
   void group_body(int ns);
   void superblock(int ns);
-  void chunk(int t, int j);
-  void scales(int t);
+  void subblock(int t, int s);
+  void mins_and_tail(int t);
   Address rec(int t, int64_t off) const;
 
   KernelDesc d_;
@@ -64,10 +61,10 @@ void GemvQ5KAvx512::generate() {
   jge(done, T_NEAR);
   prep_bsums();
   group_bounds(rArgs, kRows, rGroup, rGroupEnd);
-  mov(eax, 0x0F0F0F0F);
-  vpbroadcastd(zM0F, eax);
-  mov(eax, 0x10101010);
-  vpbroadcastd(zM10, eax);
+  for (int j = 0; j < 5; ++j) {
+    mov(eax, 0x01010101u * ((2u << j) - 1));
+    vpbroadcastd(zMask[j], eax);
+  }
   stream_groups(
       ns_, int64_t{S_} * kRecord, rGroup, rGroupEnd, rD, rdx, slot, [&](int ns) { group_body(ns); },
       [&](int s, const Reg64& g) { store_lanes16(rArgs, g, zAccF[s], zT, acc_); });
@@ -113,16 +110,14 @@ void GemvQ5KAvx512::prep_bsums() {
   jnz(loop, T_NEAR);
 }
 
-// One super-block of each of the ns groups in turn: the sub-block sums are reused, each
-// group's float sum is its own.
+// One super-block of each of the ns groups in turn, each group's float sum its own.
 void GemvQ5KAvx512::superblock(int ns) {
-  for (int s = 0; s < ns; ++s) {
-    for (int k = 0; k < 8; ++k) vpxord(zA[k], zA[k], zA[k]);
-    for (int j = 0; j < 8; ++j) {
-      prefetch_share([&](int64_t off) { return rec(s, off); }, d_.prefetch, kRecord / 64, j, 8);
-      chunk(s, j);
+  for (int t = 0; t < ns; ++t) {
+    for (int s = 0; s < 8; ++s) {
+      prefetch_share([&](int64_t off) { return rec(t, off); }, d_.prefetch, kRecord / 64, s, 8);
+      subblock(t, s);
     }
-    scales(s);
+    mins_and_tail(t);
   }
   add(rP, kRecord);
   if (ns > 2) add(rP2, kRecord);
@@ -130,42 +125,35 @@ void GemvQ5KAvx512::superblock(int ns) {
   add(rScr, 32);
 }
 
-// Fifth-bit chunk j and the four low-nibble chunks 8s + j: codes of weights 32k + 4j + t for
-// every sub-block k.
-void GemvQ5KAvx512::chunk(int t, int j) {
-  vmovdqu32(zH, rec(t, q5k_fifth_offset(j)));
-  for (int s = 0; s < 4; ++s) {
-    vmovdqu32(zV, rec(t, q5k_nibble_offset(s, j)));
-    // Sub-block s: bit s of the fifth-bit byte moves up to bit 4 (word shifts keep every
-    // byte's own bit there; the mask drops what crossed from the neighbour byte).
-    vpandd(zLo, zV, zM0F);
-    vpsllw(zT, zH, 4 - s);
-    vpternlogd(zT, zLo, zM10, kAandCorB);
-    vpdpbusd(zA[s], zT, ptr_b[rPx + 4 + 32 * s + 4 * j]);
-    // Sub-block s + 4: high nibble down to bits 0-3, bit s + 4 down to bit 4.
-    vpsrlw(zB, zV, 4);
-    vpandd(zB, zB, zM0F);
-    if (s == 0) {
-      vpternlogd(zB, zH, zM10, kAorBandC);
-    } else {
-      vpsrlw(zT, zH, s);
-      vpternlogd(zB, zT, zM10, kAorBandC);
-    }
-    vpdpbusd(zA[s + 4], zB, ptr_b[rPx + 4 + 32 * (s + 4) + 4 * j]);
+// Sub-block s of group t: its integer dot, times its scale, into zIs.
+void GemvQ5KAvx512::subblock(int t, int s) {
+  for (int m = 0; m < 5; ++m) vmovdqu32(zC[m], rec(t, q5k_chunk_offset(s, m)));
+  vpxord(zI, zI, zI);
+  for (int m = 0; m < 5; ++m) {
+    vpandd(zCode, zC[m], zMask[4]);
+    vpdpbusd(zI, zCode, ptr_b[rPx + 4 + 32 * s + 4 * m]);
+  }
+  const Operand* chunks[5] = {&zC[0], &zC[1], &zC[2], &zC[3], &zC[4]};
+  for (int k = 0; k < 3; ++k) {
+    q5k_last_code(k, zCode, chunks, zT, zMask);
+    vpdpbusd(zI, zCode, ptr_b[rPx + 4 + 32 * s + 20 + 4 * k]);
+  }
+  vpmovzxbd(zS, rec(t, kSc + 16 * s));
+  if (s == 0) {
+    vpmulld(zIs, zI, zS);
+  } else {
+    vpmulld(zI, zI, zS);
+    vpaddd(zIs, zIs, zI);
   }
 }
 
-void GemvQ5KAvx512::scales(int t) {
+void GemvQ5KAvx512::mins_and_tail(int t) {
   for (int s = 0; s < 8; ++s) {
-    vpmovzxbd(zS, rec(t, kSc + 16 * s));
-    vpmulld(zA[s], zA[s], zS);
     vpmovzxbd(zM, rec(t, kMin + 16 * s));
-    vpmulld(zM, zM, ptr_b[rScr + 4 * s]);
     if (s == 0) {
-      vmovdqa32(zIs, zA[0]);
-      vmovdqa32(zIm, zM);
+      vpmulld(zIm, zM, ptr_b[rScr]);
     } else {
-      vpaddd(zIs, zIs, zA[s]);
+      vpmulld(zM, zM, ptr_b[rScr + 4 * s]);
       vpaddd(zIm, zIm, zM);
     }
   }

@@ -68,6 +68,33 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
     vpternlogd(dst, t, m0f, kSelect);
     vpandd(dst, dst, m3f);
   }
+  // Q5_K (kernels/pack.h): code k (0..2) of a sub-block's last three, one per byte (0..31),
+  // from the top bits of its five chunks c[0..4] (registers or memory):
+  //   k = 0: c0 >> 5 (bits 0-2) | c1 >> 2 (bits 3-4)
+  //   k = 1: c1 >> 7 (bit 0) | c2 >> 4 (bits 1-3) | c3 >> 1 (bit 4)
+  //   k = 2: c3 >> 6 (bits 0-1) | c4 >> 3 (bits 2-4)
+  // with word shifts, selects and a mask. m[j] holds the byte mask 2^(j+1) - 1 (0x01, 0x03,
+  // 0x07, 0x0F, 0x1F) in every byte. dst and t must differ from the chunks; t is clobbered.
+  void q5k_last_code(int k, const Xbyak::Zmm& dst, const Xbyak::Operand* const* c, const Xbyak::Zmm& t,
+                     const Xbyak::Zmm* m) {
+    constexpr uint8_t kSelect = ternlog_imm([](int x, int y, int mask) { return mask ? x : y; });
+    if (k == 0) {
+      vpsrlw(dst, *c[0], 5);
+      vpsrlw(t, *c[1], 2);
+      vpternlogd(dst, t, m[2], kSelect);
+    } else if (k == 1) {
+      vpsrlw(dst, *c[1], 7);
+      vpsrlw(t, *c[2], 4);
+      vpternlogd(dst, t, m[0], kSelect);
+      vpsrlw(t, *c[3], 1);
+      vpternlogd(dst, t, m[3], kSelect);
+    } else {
+      vpsrlw(dst, *c[3], 6);
+      vpsrlw(t, *c[4], 3);
+      vpternlogd(dst, t, m[1], kSelect);
+    }
+    vpandd(dst, dst, m[4]);
+  }
   // Software prefetch of a streamed record, spread over the work on it: the kernel calls this
   // once per step t = 0 .. steps-1 of a record and it prefetches lines [t*lines/steps,
   // (t+1)*lines/steps) of the record `distance` bytes past `base`. Issued as one burst per
