@@ -51,7 +51,7 @@ void single_threaded_blas() {
 }
 
 Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Graph& g, isa::Target target,
-                                               KvCacheType kv) {
+                                               KvCacheType kv, int threads) {
   std::unique_ptr<MlaOp> op(new MlaOp());
   op->scale_ = n.attr_float("scale");
   op->kv_ = kv;
@@ -72,12 +72,17 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   if (!sm) return Error{sm.error()};
   op->softmax_ = *sm;
   const uint8_t kv_code = kv == KvCacheType::F32 ? 0 : kv == KvCacheType::F16 ? 1 : kv == KvCacheType::BF16 ? 2 : 3;
-  const GlueDesc ad =
-      glue_attn_decode_desc(static_cast<int32_t>(op->H_), R + r, R, kv_code, op->scale_, target.level, cpu);
-  auto at = glue_kernel(ad);
-  if (!at) return Error{at.error()};
-  op->attn_ = *at;
-  op->attn_layout_ = glue_attn_layout(ad);
+  const int64_t share = (op->H_ + std::max(threads, 1) - 1) / std::max(threads, 1);
+  const int64_t share_lanes = (share + 15) / 16 * 16;
+  std::vector<int64_t> layouts = {op->H_};
+  if (share_lanes < op->H_) layouts.insert(layouts.begin(), share_lanes);  // fewer vectors than all heads
+  for (int64_t heads : layouts) {
+    const GlueDesc ad =
+        glue_attn_decode_desc(static_cast<int32_t>(heads), R + r, R, kv_code, op->scale_, target.level, cpu);
+    auto at = glue_kernel(ad);
+    if (!at) return Error{at.error()};
+    op->attn_.push_back({*at, glue_attn_layout(ad)});
+  }
   return op;
 }
 
@@ -98,7 +103,14 @@ void MlaOp::run_decode(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tens
 // rows, each tile widened to F32 once for all heads, online softmax).
 void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, float* y, AttentionScratch& sc,
                         float* smax, float* inv) const {
-  const auto work = static_cast<size_t>(attn_layout_.floats);
+  const AttnKernel* kern = &attn_.back();
+  for (const AttnKernel& a : attn_)
+    if (a.layout.lanes >= m) {
+      kern = &a;
+      break;
+    }
+  const GlueAttnLayout& layout = kern->layout;
+  const auto work = static_cast<size_t>(layout.floats);
   if (sc.flash.size() < work) sc.flash.resize(work);
   const GlueCall c{.x = sc.q.data(),
                    .x2 = reinterpret_cast<const float*>(cache.cdata + j0 * cache.row_size()),
@@ -107,10 +119,10 @@ void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, f
                    .n_rows = m,
                    .stride = cache.row_size(),
                    .n = n};
-  attn_(&c);
-  const float* stats = sc.flash.data() + attn_layout_.stats;
+  kern->fn(&c);
+  const float* stats = sc.flash.data() + layout.stats;
   if (smax != nullptr) std::copy(stats, stats + m, smax);
-  if (inv != nullptr) std::copy(stats + 2 * attn_layout_.lanes, stats + 2 * attn_layout_.lanes + m, inv);
+  if (inv != nullptr) std::copy(stats + 2 * layout.lanes, stats + 2 * layout.lanes + m, inv);
 }
 
 bool MlaOp::prepare_split(int64_t T, int nth, const Tensor& pos) const {

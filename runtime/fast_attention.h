@@ -53,8 +53,17 @@ class MlaOp {
   // stored rows, each row widened once when it is stored. Q8_0: store() quantises; SGEMM batches
   // widen chunks of kKvChunkRows rows into each thread's scratch, so the cache is never held in
   // F32.
+  // `threads`: the pool's size. One token's heads split across that many threads, each thread
+  // runs a decode kernel laid out for its share of the heads (whole vectors of 16): one laid
+  // out for all of them would walk every head's lanes on every thread.
   static Expected<std::unique_ptr<MlaOp>> create(const ir::Node& n, const ir::Graph& g, isa::Target target,
-                                                 KvCacheType kv);
+                                                 KvCacheType kv, int threads = 1);
+  // The lanes (16 per vector) each decode kernel is laid out for, ascending; empty without them.
+  std::vector<int64_t> decode_lanes() const {
+    std::vector<int64_t> l;
+    for (const AttnKernel& a : attn_) l.push_back(a.layout.lanes);
+    return l;
+  }
   // Caller thread: writes this batch's cache rows.
   void store(std::span<refexec::Tensor* const> in) const;
   // Caller thread, after store(): whether this batch runs split by cache positions (below) on
@@ -133,8 +142,13 @@ class MlaOp {
   void causal_softmax(float* s, int64_t i0, int64_t i1, int64_t n_vis, int64_t H, const refexec::Tensor& pos) const;
 
   GlueFn softmax_ = nullptr;
-  GlueFn attn_ = nullptr;       // decode attention (kAttnDecode) for H_ heads over this cache type
-  GlueAttnLayout attn_layout_;  // its working memory
+  // Decode attention (kAttnDecode) over this cache type, by lanes ascending: laid out for H_
+  // heads last, before it for a thread's share of them when that takes fewer vectors.
+  struct AttnKernel {
+    GlueFn fn = nullptr;
+    GlueAttnLayout layout;  // its working memory
+  };
+  std::vector<AttnKernel> attn_;
 
   // Decompressed form.
   const refexec::Tensor *q_nope_ = nullptr, *k_b_ = nullptr, *v_b_ = nullptr;

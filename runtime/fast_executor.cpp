@@ -234,7 +234,7 @@ Status Impl::build_steps() {
       dispatch_.push_back(g.values[static_cast<size_t>(n.inputs[0])].name + ": " + (*m)->kernel_name());
       s.mat = std::move(*m);
     } else if (n.op == ir::OpKind::MlaAttention) {
-      auto m = MlaOp::create(n, g, cm_->target, opts_.base.kv_type);
+      auto m = MlaOp::create(n, g, cm_->target, opts_.base.kv_type, pool_->size());
       if (!m) return Error{"fast executor: " + m.error()};
       s.kind = StepKind::Mla;
       s.mla = std::move(*m);
@@ -257,6 +257,13 @@ Status Impl::build_steps() {
   if (mla_total_ > 0)
     dispatch_.push_back("mla_attention: " + std::string(mla_form_name(opts_.base.mla_form)) + ", decompressed form in " +
                         std::to_string(mla_linked_) + " of " + std::to_string(mla_total_) + " layers");
+  for (const Step& s : steps_)
+    if (s.kind == StepKind::Mla && !s.mla->decode_lanes().empty()) {
+      std::string lanes;
+      for (int64_t l : s.mla->decode_lanes()) lanes += (lanes.empty() ? "" : ", ") + std::to_string(l);
+      dispatch_.push_back("mla_attention: decode kernels for " + lanes + " lanes");
+      break;
+    }
   return Status::ok();
 }
 

@@ -326,6 +326,27 @@ TEST_F(FastVsReference, DecodeWithFewerExpertBlocksThanThreads) {
   expect_decode_independent_of_threads(path, "one block per expert");
 }
 
+// 40 heads take three vectors of lanes: one token's heads split across 2 (3) threads run the
+// decode attention kernel laid out for two vectors (one), each head's lane computing as in the
+// kernel for all 40.
+TEST_F(FastVsReference, DecodeHeadSplitRunsKernelsForFewerLanes) {
+  const std::string path = (dir_ / "heads40.gguf").string();
+  const auto r = testing_cli::run_zenmoe("mkmodel --preset bench --layers 2 --heads 40 -o '" + path + "'", dir_);
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_decode_independent_of_threads(path, "40 heads");
+  if (isa::host_level() < isa::IsaLevel::kAvx512) return;  // the decode kernels need AVX-512
+  auto model = gguf::Model::open(path);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  for (const auto& [threads, want] : {std::pair{1, "48"}, std::pair{2, "32, 48"}, std::pair{3, "16, 48"}}) {
+    auto ex = fast(*model, threads, 8);
+    ASSERT_TRUE(ex);
+    const auto log = dynamic_cast<const FastExecutor&>(*ex).dispatch_log();
+    EXPECT_NE(std::find(log.begin(), log.end(), "mla_attention: decode kernels for " + std::string(want) + " lanes"),
+              log.end())
+        << threads << " threads";
+  }
+}
+
 // A prompt's routed and shared-expert gate/up run together as one list of blocks dealt out by
 // cost, through the GEMM: the prompt's logits at 2 and 3 threads, run four times each, match
 // 1 thread's (the attention's row split may sum in another order, hence a small bound).
