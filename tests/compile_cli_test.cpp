@@ -129,6 +129,27 @@ TEST_F(CompileCli, CompileGeneratesTheGlueKernelsARunNeeds) {
   EXPECT_EQ(after_runs, after_compile);
 }
 
+// With more heads than one vector of lanes, the decode attention kernels depend on the thread
+// count (one thread's share of the heads): compile also generates those of the thread count a
+// run takes by default, so that run adds nothing to the cache either.
+TEST_F(CompileCli, CompileGeneratesTheDecodeKernelsOfTheDefaultThreadCount) {
+  const fs::path cache = dir_ / "glue-cache", model = dir_ / "heads40.gguf", plan = dir_ / "heads40.zplan";
+  ASSERT_EQ(zenmoe("mkmodel --preset tiny --heads 40 -o " + q(model)).status, 0);
+  const char* old = std::getenv("ZENMOE_CACHE_DIR");
+  const std::string saved = old ? old : "";
+  ::setenv("ZENMOE_CACHE_DIR", cache.c_str(), 1);
+  CliResult c = zenmoe("compile " + q(model) + " -o " + q(plan));
+  const std::vector<std::string> after_compile = cache_files(cache);
+  CliResult r = zenmoe("run -m " + q(plan) + " -p 'Hello world' -n 2 --temp 0");
+  const std::vector<std::string> after_run = cache_files(cache);
+  if (old) ::setenv("ZENMOE_CACHE_DIR", saved.c_str(), 1);
+  else ::unsetenv("ZENMOE_CACHE_DIR");
+  ASSERT_EQ(c.status, 0) << c.err;
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(after_compile.empty());
+  EXPECT_EQ(after_run, after_compile);
+}
+
 TEST_F(CompileCli, DumpAfterPrintsTheIr) {
   CliResult c = zenmoe("compile " + q(gguf_) + " -o " + q(plan_) + " --dump-after all");
   ASSERT_EQ(c.status, 0) << c.err;

@@ -12,6 +12,7 @@
 #include "runtime/compiled_model.h"
 #include "runtime/plan_file.h"
 #include "runtime/ref_executor_model.h"
+#include "runtime/thread_pool.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/engine.h"
@@ -68,22 +69,26 @@ plan::PlanHeader make_header(const ir::Graph& g, const std::vector<PackRequest>&
   return h;
 }
 
-// Generates the glue kernels a run of the plan at `path` needs (for every KV cache type) into the
-// disk cache, so that the first `zenmoe run` of the plan generates nothing. Returns how many
-// were generated (0 without a disk cache, or when the plan is for CPU features this machine
-// lacks: it cannot run here).
+// Generates the glue kernels a run of the plan at `path` needs (for every KV cache type, on the
+// plan's thread count and on the one `run` takes by default: the decode attention kernels
+// depend on it) into the disk cache, so that the first `zenmoe run` of the plan generates
+// nothing. Returns how many were generated (0 without a disk cache, or when the plan is for CPU
+// features this machine lacks: it cannot run here).
 Expected<int> warm_glue_cache(const std::string& path, int threads, isa::Target target) {
   if (glue_session().cache_dir().empty() || !isa::host_supports(target.level)) return 0;
   const int before = glue_session().stats().generated;
   auto m = open_model(path, plan::WeightsLoad::kMap);
   if (!m) return Error{m.error()};
-  for (KvCacheType kv : {KvCacheType::F16, KvCacheType::F32, KvCacheType::BF16, KvCacheType::Q8_0}) {
-    ExecutorOptions o;
-    o.n_threads = threads;
-    o.kv_type = kv;
-    auto e = make_engine(*m, o, Engine::Best);
-    if (!e) return Error{e.error()};
-  }
+  std::vector<int> counts = {threads};
+  if (default_thread_count() != threads) counts.push_back(default_thread_count());
+  for (int n : counts)
+    for (KvCacheType kv : {KvCacheType::F16, KvCacheType::F32, KvCacheType::BF16, KvCacheType::Q8_0}) {
+      ExecutorOptions o;
+      o.n_threads = n;
+      o.kv_type = kv;
+      auto e = make_engine(*m, o, Engine::Best);
+      if (!e) return Error{e.error()};
+    }
   return glue_session().stats().generated - before;
 }
 
