@@ -6,9 +6,10 @@
 // chunks' top bits (shifts, masks and vpor, as JitKernelBase::q5k_last_code); each code
 // dword is dotted with the broadcast activation dword by vpmaddubsw (codes unsigned). Four
 // code dwords' words sum in int16 (4 * 2 * 31 * 128 = 31744 < 2^15); vpmaddwd against
-// (sc, sc) word pairs then applies the 6-bit scale and widens in one step. The mins meet the Q8_K bsum pairs by vpmaddwd of
-// (m, m) against the broadcast (bsums[2s], bsums[2s + 1]) dword, so nothing is prepared per
-// call. The float tail is the AVX-512 kernel's, so both give the same bits.
+// (sc, sc) word pairs then applies the 6-bit scale and widens in one step. The mins meet
+// the Q8_K bsum pairs by vpmaddwd of (m, m) against the broadcast (bsums[2s], bsums[2s + 1])
+// dword, so nothing is prepared per call. The float tail is the AVX-512 kernel's, so both
+// give the same bits.
 #include <memory>
 
 #include "codegen/x64/avx2_rows16.h"
