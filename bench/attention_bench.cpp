@@ -1,6 +1,7 @@
 // Decode attention (one token's MLA heads over the latent cache) per KV cache type, through the
-// fast executor's MlaOp on one thread (the heads-in-lanes kernels for every cache type). Heads
-// 16 (the bench preset) and 64 (Kimi-K2), 512 and 4096 positions. Two regimes: `stream` 0 keeps one cache resident between
+// fast executor's MlaOp on one thread (the heads-in-lanes kernels for every cache type; BF16 in
+// bf16 pairs on AVX512_BF16 hosts). Heads 16 (the bench preset) and 64 (Kimi-K2), 512 and 4096
+// positions. Two regimes: `stream` 0 keeps one cache resident between
 // iterations (L2 / L3), so the figure is the kernels' arithmetic rate; `stream` 1 rotates over
 // copies of it filling 64 MiB, as a model's layers do, so every iteration reads its cache from
 // memory. Counter: multiply-adds per second (scores over 576-wide rows plus values over 512

@@ -2,6 +2,7 @@
 // No LLVM here: the session's implementation lives in codegen/llvm/session.cpp.
 #include "codegen/glue.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -308,14 +309,20 @@ GlueDesc glue_attn_decode_desc(int32_t heads, int32_t width, int32_t v_width, ui
   return d;
 }
 
+bool glue_attn_bf16_dot(const GlueDesc& d) {
+  return d.op == GlueOp::kAttnDecode && d.kv_type == 2 && d.isa >= isa::IsaLevel::kAvx512Bf16 && d.n % 2 == 0;
+}
+
 GlueAttnLayout glue_attn_layout(const GlueDesc& d) {
   auto lines = [](int64_t f) { return (f + 15) / 16 * 16; };
   GlueAttnLayout l;
   l.lanes = (int64_t{d.heads} + 15) / 16 * 16;
   l.qt = 0;
   l.tile = l.qt + lines(int64_t{d.n} * l.lanes);
-  l.s = l.tile + lines(kGlueAttnTileRows * d.n);
-  l.yt = l.s + kGlueAttnTileRows * l.lanes;
+  const int64_t interleaved = glue_attn_bf16_dot(d) ? (int64_t{d.v_width} + 31) / 32 * 32 / 2 : 0;
+  l.s = l.tile + lines(kGlueAttnTileRows * std::max(int64_t{d.n}, interleaved));
+  l.pairs = l.s + kGlueAttnTileRows * l.lanes;
+  l.yt = l.pairs + kGlueAttnTileRows / 2 * l.lanes;
   l.stats = l.yt + int64_t{d.v_width} * l.lanes;
   l.floats = l.stats + 3 * l.lanes;
   return l;

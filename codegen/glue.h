@@ -52,7 +52,8 @@ enum class GlueOp : uint8_t {
   // (0 f32, 1 f16, 2 bf16, 3 q8_0) and n elements:
   //   y[k * v_width + c] = sum_j softmax_j(scale * x_k · row_j) * row_j[c],   c < v_width.
   // The queries are transposed once (lane k of a vector is head k); the rows are walked once
-  // in tiles of kGlueAttnTileRows, widened to f32 once for every head; the softmax is online.
+  // in tiles of kGlueAttnTileRows, widened to f32 once for every head (or, in the bf16 dot form
+  // of glue_attn_bf16_dot, multiplied in bf16 pairs as stored); the softmax is online.
   // call.q: working memory of glue_attn_layout(desc).floats floats, 64-byte aligned; after
   // the call its `stats` piece holds per head k the largest scaled score (stats[k]), the
   // softmax sum (stats[lanes + k]) and 1 / that sum (stats[2 * lanes + k]).
@@ -74,7 +75,7 @@ inline constexpr uint8_t kGlueNormWeights = 4; // kRouter: divide weights by the
 
 // Bumped whenever the generator emits different code for the same descriptor, so cached
 // objects of an older generator are never loaded for a newer one.
-inline constexpr uint16_t kGlueGeneratorVersion = 4;
+inline constexpr uint16_t kGlueGeneratorVersion = 6;
 
 // The only input of glue code generation. Trivially copyable, no padding: its bytes are the
 // cache key. Fields an op does not use must stay at their defaults (validate() checks).
@@ -137,17 +138,25 @@ GlueDesc glue_attn_decode_desc(int32_t heads, int32_t width, int32_t v_width, ui
                                isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
 // kAttnDecode's working memory, in floats from a 64-byte aligned base; every piece starts on
 // a cache line.
-inline constexpr int64_t kGlueAttnTileRows = 48;  // cache rows per tile
+inline constexpr int64_t kGlueAttnTileRows = 48;  // cache rows per tile (even: the bf16 dot form pairs them)
 struct GlueAttnLayout {
   int64_t lanes = 0;  // heads rounded up to whole vectors of 16
   int64_t qt = 0;     // queries transposed: [n][lanes]
   int64_t tile = 0;   // widened cache rows: [kGlueAttnTileRows][n]
   int64_t s = 0;      // scores, then probabilities, of a tile: [kGlueAttnTileRows][lanes]
+  int64_t pairs = 0;  // bf16 dot form: probabilities of row pairs as bf16 pairs [kGlueAttnTileRows / 2][lanes]
   int64_t yt = 0;     // value sums: [v_width][lanes]
   int64_t stats = 0;  // maxima, sums, 1 / sums (rescale factors during the call): 3 x lanes
   int64_t floats = 0;
 };
 GlueAttnLayout glue_attn_layout(const GlueDesc& d);
+// Whether kAttnDecode takes its products in bf16 pairs (vdpbf16ps): BF16 rows of even width on
+// an AVX512_BF16 level. The queries and the probabilities are then rounded to bf16 (as the
+// rows already are) and every pair of products is summed in f32; the other forms widen the
+// rows and multiply in f32. In the bf16 dot form `qt` holds query pairs [n / 2][lanes] and
+// `tile` the value columns of row pairs interleaved [kGlueAttnTileRows / 2][v_width rounded
+// up to 32] (pairs of bf16).
+bool glue_attn_bf16_dot(const GlueDesc& d);
 GlueDesc glue_rope_desc(const ref::RopeParams& p, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
 // The router of `c` (gating, counts, groups, norm, scale); `bias`: a selection bias is passed.
 GlueDesc glue_router_desc(const ref::RouterConfig& c, bool bias, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);

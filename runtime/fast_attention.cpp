@@ -100,7 +100,8 @@ void MlaOp::run_decode(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tens
 }
 
 // Every cache type: the generated heads-in-lanes kernel (GlueOp::kAttnDecode: one pass over the
-// rows, each tile widened to F32 once for all heads, online softmax).
+// rows, each tile widened to F32 once for all heads, online softmax; BF16 rows on AVX512_BF16
+// targets multiplied in bf16 pairs instead).
 void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, float* y, AttentionScratch& sc,
                         float* smax, float* inv) const {
   const AttnKernel* kern = &attn_.back();

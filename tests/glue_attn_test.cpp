@@ -2,15 +2,18 @@
 // softmax attention over the same rows: F32, F16, BF16 and Q8_0 rows, head counts around the
 // lane groups (1, 3, 8, 16, 17, 40, 64, 129), fewer query rows than the kernel's heads, row
 // counts around the tile and the 12-row groups (1, 5, 13, 47, 48, 49, 61, 96, 200), odd widths,
-// rows padded apart, code scheduled for each target CPU; nothing written past the outputs or
-// the working memory, the softmax maximum and sum reported per head, and the same bits on a
-// second call with a used scratch.
+// value widths off the 32-column blocks, rows padded apart, code scheduled for each target CPU;
+// nothing written past the outputs or the working memory, the softmax maximum and sum reported
+// per head, and the same bits on a second call with a used scratch. At the AVX512_BF16 level
+// BF16 rows of even width take the bf16 dot form: its reference rounds the queries to bf16 as
+// the kernel does, and allows the rounding of each probability to bf16 (relative 2^-8).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "codegen/isa.h"
@@ -38,8 +41,13 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
   AlignedFloats scratch;  // on a cache line, as the kernel requires
   const GlueCpu cpus[] = {GlueCpu::kHost, GlueCpu::kZnver4, GlueCpu::kZnver5};  // scheduling models, by turns
   int turn = 0;
+  std::vector<std::pair<isa::IsaLevel, KvCacheType>> cases;
+  for (KvCacheType kv : {KvCacheType::F32, KvCacheType::F16, KvCacheType::BF16, KvCacheType::Q8_0})
+    cases.push_back({isa::IsaLevel::kAvx512, kv});
+  if (isa::host_supports(isa::IsaLevel::kAvx512Bf16)) cases.push_back({isa::IsaLevel::kAvx512Bf16, KvCacheType::BF16});
+  int dot_cases = 0;
   for (const Shape& sh : shapes)
-    for (KvCacheType kv : {KvCacheType::F32, KvCacheType::F16, KvCacheType::BF16, KvCacheType::Q8_0}) {
+    for (const auto& [level, kv] : cases) {
       const bool half = kv == KvCacheType::F16, bf = kv == KvCacheType::BF16, q8 = kv == KvCacheType::Q8_0;
       if (q8 && sh.width % 32 != 0) continue;  // Q8_0 rows are whole blocks
       const int64_t elems = q8 ? zenmoe::row_bytes(GgmlType::Q8_0, sh.width) : sh.width * (half || bf ? 2 : 4);
@@ -48,7 +56,10 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
       const float scale = 1.0f / std::sqrt(static_cast<float>(sh.width));
       const GlueDesc desc = glue_attn_decode_desc(static_cast<int32_t>(sh.heads), static_cast<int32_t>(sh.width),
                                                   static_cast<int32_t>(sh.v_width), kv_code, scale,
-                                                  isa::IsaLevel::kAvx512, cpus[turn++ % 3]);
+                                                  level, cpus[turn++ % 3]);
+      const bool dot = glue_attn_bf16_dot(desc);
+      EXPECT_EQ(dot, level >= isa::IsaLevel::kAvx512Bf16 && sh.width % 2 == 0);
+      dot_cases += dot;
       const GlueAttnLayout layout = glue_attn_layout(desc);
       auto fn = glue_kernel(desc);
       ASSERT_TRUE(fn) << fn.error();
@@ -99,13 +110,16 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
       std::copy(work + layout.stats + 2 * layout.lanes, work + layout.stats + 2 * layout.lanes + sh.m, inv.begin());
       for (size_t i = ny; i < y.size(); ++i) ASSERT_EQ(y[i], -9.0f) << "wrote past y";
       ASSERT_EQ(work[layout.floats], -9.0f) << "wrote past the working memory";
+      std::vector<float> qr = q;  // the queries as the kernel multiplies them
+      if (dot)
+        for (float& x : qr) x = ref::bf16_to_fp32(ref::fp32_to_bf16(x));
       for (int64_t k = 0; k < sh.m; ++k) {
         std::vector<double> s(static_cast<size_t>(sh.n));
         double mx = -1e300;
         for (int64_t j = 0; j < sh.n; ++j) {
           double a = 0;
           for (int64_t d = 0; d < sh.width; ++d)
-            a += static_cast<double>(q[static_cast<size_t>(k * sh.width + d)]) * rf[static_cast<size_t>(j * sh.width + d)];
+            a += static_cast<double>(qr[static_cast<size_t>(k * sh.width + d)]) * rf[static_cast<size_t>(j * sh.width + d)];
           s[static_cast<size_t>(j)] = a * scale;
           mx = std::max(mx, s[static_cast<size_t>(j)]);
         }
@@ -115,11 +129,18 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
         EXPECT_NEAR(smax[static_cast<size_t>(k)], mx, 1e-5 * (1 + std::fabs(mx))) << what << " head " << k;
         EXPECT_NEAR(inv[static_cast<size_t>(k)], 1 / sum, 1e-5 / sum) << what << " head " << k;
         for (int64_t c = 0; c < sh.v_width; ++c) {
-          double want = 0;
-          for (int64_t j = 0; j < sh.n; ++j) want += s[static_cast<size_t>(j)] * rf[static_cast<size_t>(j * sh.width + c)];
+          double want = 0, mag = 0;  // mag: the weighted sum of the terms' magnitudes
+          for (int64_t j = 0; j < sh.n; ++j) {
+            const double r = rf[static_cast<size_t>(j * sh.width + c)];
+            want += s[static_cast<size_t>(j)] * r;
+            mag += s[static_cast<size_t>(j)] * std::fabs(r);
+          }
           want /= sum;
-          ASSERT_NEAR(y[static_cast<size_t>(k * sh.v_width + c)], want, 2e-5 * (1 + std::fabs(want)))
-              << what << " m " << sh.m << " n " << sh.n << " width " << sh.width << " head " << k << " column " << c;
+          mag /= sum;
+          const double tol = 2e-5 * (1 + std::fabs(want)) + (dot ? std::ldexp(mag, -8) : 0.0);
+          ASSERT_NEAR(y[static_cast<size_t>(k * sh.v_width + c)], want, tol)
+              << what << " m " << sh.m << " n " << sh.n << " width " << sh.width << " head " << k << " column " << c
+              << (dot ? " bf16 dot" : "");
         }
       }
       // A second call through the used scratch gives the same bits.
@@ -128,6 +149,9 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
       (*fn)(&call);
       EXPECT_EQ(std::memcmp(again.data(), y.data(), y.size() * sizeof(float)), 0);
     }
+  if (isa::host_supports(isa::IsaLevel::kAvx512Bf16)) {
+    EXPECT_EQ(dot_cases, 8);  // the even widths
+  }
 }
 
 }  // namespace
