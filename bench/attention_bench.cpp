@@ -1,7 +1,8 @@
 // Decode attention (one token's MLA heads over the latent cache) per KV cache type, through the
 // fast executor's MlaOp on one thread (the heads-in-lanes kernels for every cache type; BF16 in
-// bf16 pairs on AVX512_BF16 hosts). Heads 16 (the bench preset) and 64 (Kimi-K2), 512 and 4096
-// positions. Two regimes: `stream` 0 keeps one cache resident between
+// bf16 pairs on AVX512_BF16 hosts). Heads 16 (the bench preset) and 64 (Kimi-K2), 16 positions
+// (mostly what a call costs besides its rows: query and output transposes, value sums zeroed),
+// 512 and 4096 positions. Two regimes: `stream` 0 keeps one cache resident between
 // iterations (L2 / L3), so the figure is the kernels' arithmetic rate; `stream` 1 rotates over
 // copies of it filling 64 MiB, as a model's layers do, so every iteration reads its cache from
 // memory. Counter: multiply-adds per second (scores over 576-wide rows plus values over 512
@@ -105,7 +106,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"heads", "ctx", "stream"})->Unit(benchmark::kMicrosecond);
   for (int64_t stream : {0, 1})
     for (int64_t h : {16, 64})
-      for (int64_t n : {512, 4096}) b->Args({h, n, stream});
+      for (int64_t n : {16, 512, 4096}) b->Args({h, n, stream});
 }
 
 // round 1: F32 to F16 (store), 0: F16 to F32 (widen); fast 1: AVX-512, 0: the reference.

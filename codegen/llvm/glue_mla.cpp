@@ -1,7 +1,8 @@
 // MLA decode attention (absorbed form) with the heads in the vector lanes: kAttnDecode.
 //
-// One token's query rows (one per head) are transposed once, so that lane k of a vector is
-// head k. The cache rows are then walked once, in tiles of kGlueAttnTileRows; per tile:
+// One token's query rows (one per head) are transposed once (16 x 16 blocks in registers), so
+// that lane k of a vector is head k. The cache rows are then walked once, in tiles of
+// kGlueAttnTileRows; per tile:
 //   widen    kScoreRows rows at a time to f32 (f16 by vcvtph2ps, bf16 by a shift, q8_0 blocks
 //            by their scale), each group scored at once while it is still in L1;
 //   scores   S[j][k] = q_k · row_j: each row element is one broadcast multiplied into every
@@ -12,9 +13,9 @@
 //            columns x lane groups; each row step also prefetches a few lines of the next tile
 //            (spread over the work: a burst of prefetches fills the core's miss buffers and
 //            stalls it until they land).
-// Finally Yt (columns by heads) is divided by the sums and transposed into y. The row width,
-// value width, lane groups and scale are constants of the descriptor, so every row offset in
-// the register blocks is an immediate.
+// Finally Yt (columns by heads) is divided by the sums and transposed into y (16 x 16 blocks).
+// The row width, value width, lane groups and scale are constants of the descriptor, so every
+// row offset in the register blocks is an immediate.
 //
 // The bf16 dot form (glue_attn_bf16_dot: BF16 rows, AVX512_BF16) multiplies in bf16 pairs with
 // vdpbf16ps, 32 products per instruction against 16 for an f32 FMA:
@@ -70,8 +71,7 @@ class Flash {
   }
 
   void emit() {
-    if (dot) transpose_query_pairs();
-    else transpose_queries();
+    transpose_queries();
     for (int64_t g = 0; g < ng; ++g) {
       vstore(k.splat(-std::numeric_limits<float>::infinity()), mx, k.ci64(16 * g));
       vstore(k.splat(0.0f), sum, k.ci64(16 * g));
@@ -111,20 +111,64 @@ class Flash {
   Value* live_lanes(int64_t g) {
     return b.CreateICmpSLT(lane_ids(g), b.CreateVectorSplat(k.vf, b.CreateTrunc(a.n_rows, k.i32)));
   }
-  Value* gather(Value* base, Value* idx, Value* mask) {
-    Value* ptrs = b.CreateGEP(k.f32, base, idx);
-    return b.CreateMaskedGather(k.vf32, ptrs, llvm::Align(4), mask, k.splat(0.0f));
+  // The transpose of 16 vectors of 16 floats: four stages, each swapping the off-diagonal h x h
+  // blocks of every 2h x 2h block (h = 8, 4, 2, 1), two two-source shuffles per pair of vectors.
+  std::vector<Value*> transpose16(std::vector<Value*> r) {
+    for (int h = 8; h >= 1; h /= 2) {
+      std::vector<int> lo(16), hi(16);
+      for (int l = 0; l < 16; ++l) {
+        lo[static_cast<size_t>(l)] = (l & h) == 0 ? l : 16 + l - h;
+        hi[static_cast<size_t>(l)] = (l & h) == 0 ? l + h : 16 + l;
+      }
+      for (int i = 0; i < 16; ++i) {
+        if ((i & h) != 0) continue;
+        Value *x = r[static_cast<size_t>(i)], *y = r[static_cast<size_t>(i + h)];
+        r[static_cast<size_t>(i)] = b.CreateShuffleVector(x, y, lo);
+        r[static_cast<size_t>(i + h)] = b.CreateShuffleVector(x, y, hi);
+      }
+    }
+    return r;
+  }
+  // The first `cnt` lanes (a constant 1..16) on, or nullptr for all 16.
+  Value* first_lanes(int64_t cnt) {
+    if (cnt >= 16) return nullptr;
+    return b.CreateICmpSLT(k.iota(), k.splat_i32(static_cast<int32_t>(cnt)));
+  }
+  // Index of lane h0 (the first head of a lane group) in row `row` of a [..][lanes] piece.
+  Value* lane_at(Value* row, Value* h0) { return b.CreateAdd(b.CreateMul(row, k.ci64(lanes)), h0); }
+  // Lanes on where head `head` (i64) is a query row, and-ed with `cols` (nullptr: all).
+  Value* head_mask(Value* head, Value* cols) {
+    Value* live = b.CreateVectorSplat(k.vf, b.CreateICmpSLT(head, a.n_rows));
+    return cols ? b.CreateAnd(live, cols) : live;
   }
 
-  // qt[dd][k] = x[k * W + dd] for heads k below n_rows, 0 for the padding lanes.
+  // The queries transposed, a block of 16 heads by 16 columns at a time (masked loads of the
+  // rows, transposed in registers; heads past n_rows are zeros): qt[dd][k] = x[k * W + dd], or
+  // in the bf16 dot form qt[dd / 2][k] = the bf16 pair of columns dd, dd + 1.
   void transpose_queries() {
-    k.loop(k.ci64(0), k.ci64(W), 1, [&](Value* dd) {
-      Value* col = b.CreateVectorSplat(k.vf, b.CreateTrunc(dd, k.i32));
-      for (int64_t g = 0; g < ng; ++g) {
-        Value* idx = b.CreateAdd(b.CreateMul(lane_ids(g), k.splat_i32(static_cast<int32_t>(W))), col);
-        vstore(gather(a.x, idx, live_lanes(g)), qt, b.CreateAdd(b.CreateMul(dd, k.ci64(lanes)), k.ci64(16 * g)));
-      }
-    });
+    auto block = [&](Value* d0, int64_t cnt) {
+      k.loop(k.ci64(0), k.ci64(ng), 1, [&](Value* g) {
+        Value* h0 = b.CreateMul(g, k.ci64(16));
+        std::vector<Value*> rows;
+        for (int64_t r = 0; r < 16; ++r) {
+          Value* head = b.CreateAdd(h0, k.ci64(r));
+          rows.push_back(k.load(a.x, b.CreateAdd(b.CreateMul(head, k.ci64(W)), d0), head_mask(head, first_lanes(cnt))));
+        }
+        const std::vector<Value*> t = transpose16(rows);
+        if (!dot) {
+          for (int64_t l = 0; l < cnt; ++l)
+            vstore(t[static_cast<size_t>(l)], qt, lane_at(b.CreateAdd(d0, k.ci64(l)), h0));
+          return;
+        }
+        Value* p0 = b.CreateLShr(d0, k.ci64(1));  // d0 and cnt are even
+        for (int64_t i = 0; i < cnt / 2; ++i)
+          vstore(bf16_pairs(t[static_cast<size_t>(2 * i)], t[static_cast<size_t>(2 * i + 1)]), qt,
+                 lane_at(b.CreateAdd(p0, k.ci64(i)), h0));
+      });
+    };
+    const int64_t whole = W / 16 * 16;
+    k.loop(k.ci64(0), k.ci64(whole), 16, [&](Value* d0) { block(d0, 16); });
+    if (whole < W) block(k.ci64(whole), W - whole);
   }
 
   // Cache row `j` (i64) widened into dst (W floats).
@@ -328,19 +372,6 @@ class Flash {
     return b.CreateBitCast(b.CreateVectorSplat(k.vf, w), k.vf32);
   }
 
-  // qt[dp][k] = the pair (x[k * W + 2 dp], x[k * W + 2 dp + 1]) for heads k below n_rows, 0 else.
-  void transpose_query_pairs() {
-    k.loop(k.ci64(0), k.ci64(W / 2), 1, [&](Value* dp) {
-      Value* col = b.CreateVectorSplat(k.vf, b.CreateTrunc(b.CreateMul(dp, k.ci64(2)), k.i32));
-      for (int64_t g = 0; g < ng; ++g) {
-        Value* idx = b.CreateAdd(b.CreateMul(lane_ids(g), k.splat_i32(static_cast<int32_t>(W))), col);
-        Value* lo = gather(a.x, idx, live_lanes(g));
-        Value* hi = gather(a.x, b.CreateAdd(idx, k.splat_i32(1)), live_lanes(g));
-        vstore(bf16_pairs(lo, hi), qt, b.CreateAdd(b.CreateMul(dp, k.ci64(lanes)), k.ci64(16 * g)));
-      }
-    });
-  }
-
   // Scores of the JB cache rows from row `first` (rows past the cache read the last one) for GB
   // lane groups from g0, added into out[j][g] (zeroed before) in runs of kScoreRun terms.
   void scores_block_dot(int GB, int JB, Value* first, int64_t g0, Value* out) {
@@ -474,7 +505,8 @@ class Flash {
       by_lane_groups([&](int GB, int64_t g0) {
         const int JB = score_rows(GB);
         for (int64_t j = 0; j < kScoreRows; j += JB)
-          scores_block_dot(GB, JB, b.CreateAdd(b.CreateAdd(j0, jj), k.ci64(j)), g0, k.at(k.f32, out, k.ci64(j * lanes)));
+          scores_block_dot(GB, JB, b.CreateAdd(b.CreateAdd(j0, jj), k.ci64(j)), g0,
+                           k.at(k.f32, out, k.ci64(j * lanes)));
       });
     });
     online_softmax(nj);
@@ -489,23 +521,32 @@ class Flash {
     });
   }
 
-  // inv = 1 / sums (0 for padding lanes); y[k][c] = yt[c][k] * inv[k] for the query rows.
+  // inv = 1 / sums (0 for padding lanes); y[k][c] = yt[c][k] * inv[k] for the query rows, a block
+  // of 16 columns by 16 heads at a time transposed in registers.
   void finish() {
     for (int64_t g = 0; g < ng; ++g) {
       Value* r = b.CreateFDiv(k.splat(1.0f), vload(sum, k.ci64(16 * g)));
       vstore(b.CreateSelect(live_lanes(g), r, k.splat(0.0f)), inv, k.ci64(16 * g));
     }
-    Value* all = llvm::ConstantInt::getTrue(llvm::FixedVectorType::get(b.getInt1Ty(), k.vf));
-    k.loop(k.ci64(0), a.n_rows, 1, [&](Value* head) {
-      Value* sc = b.CreateVectorSplat(k.vf, k.load_f32(inv, head));
-      Value* lane = b.CreateVectorSplat(k.vf, b.CreateTrunc(head, k.i32));
-      Value* out = k.at(k.f32, a.y, b.CreateMul(head, k.ci64(V)));
-      k.vec_loop(k.ci64(V), [&](Value* c, Value* mask) {
-        Value* cols = b.CreateAdd(b.CreateVectorSplat(k.vf, b.CreateTrunc(c, k.i32)), k.iota());
-        Value* idx = b.CreateAdd(b.CreateMul(cols, k.splat_i32(static_cast<int32_t>(lanes))), lane);
-        k.store(b.CreateFMul(gather(yt, idx, mask ? mask : all), sc), out, c, mask);
+    auto block = [&](Value* c0, int64_t cnt) {
+      k.loop(k.ci64(0), k.ci64(ng), 1, [&](Value* g) {
+        Value* h0 = b.CreateMul(g, k.ci64(16));
+        Value* scale = vload(inv, h0);
+        std::vector<Value*> rows;
+        for (int64_t l = 0; l < 16; ++l)
+          rows.push_back(l < cnt ? b.CreateFMul(vload(yt, lane_at(b.CreateAdd(c0, k.ci64(l)), h0)), scale)
+                                 : static_cast<Value*>(k.splat(0.0f)));
+        const std::vector<Value*> t = transpose16(rows);
+        for (int64_t r = 0; r < 16; ++r) {
+          Value* head = b.CreateAdd(h0, k.ci64(r));
+          k.store(t[static_cast<size_t>(r)], a.y, b.CreateAdd(b.CreateMul(head, k.ci64(V)), c0),
+                  head_mask(head, first_lanes(cnt)));
+        }
       });
-    });
+    };
+    const int64_t whole = V / 16 * 16;
+    k.loop(k.ci64(0), k.ci64(whole), 16, [&](Value* c0) { block(c0, 16); });
+    if (whole < V) block(k.ci64(whole), V - whole);
   }
 
  public:
