@@ -80,10 +80,7 @@ class Flash {
       Value* row = b.CreateMul(c, k.ci64(lanes));
       for (int64_t g = 0; g < ng; ++g) vstore(k.splat(0.0f), yt, b.CreateAdd(row, k.ci64(16 * g)));
     });
-    k.loop(k.ci64(0), a.n, kTileRows, [&](Value* j0) {
-      if (dot) tile_pass_dot(j0);
-      else tile_pass(j0);
-    });
+    k.loop(k.ci64(0), a.n, kTileRows, [&](Value* j0) { tile_pass(j0); });
     finish();
   }
 
@@ -105,7 +102,13 @@ class Flash {
   void vstore(Value* v, Value* base, Value* idx) { k.store(v, base, idx, nullptr); }
   Value* min64(Value* x, Value* y) { return b.CreateSelect(b.CreateICmpSLT(x, y), x, y); }
   Value* fma(Value* x, Value* y, Value* z) { return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {k.vf32}, {x, y, z}); }
-  Value* bcast(Value* base, Value* idx) { return b.CreateVectorSplat(k.vf, k.load_f32(base, idx)); }
+  // The 32-bit element at p (an f32, or a bf16 pair) in every lane.
+  Value* bcast32(Value* p) {
+    Value* w = b.CreateAlignedLoad(k.i32, p, llvm::Align(dot ? 2 : 4));
+    return b.CreateBitCast(b.CreateVectorSplat(k.vf, w), k.vf32);
+  }
+  // acc + broadcast e times lane vector v: an f32 FMA, or two bf16 products (the dot form).
+  Value* madd(Value* acc, Value* v, Value* e) { return dot ? dot2(acc, v, e) : fma(e, v, acc); }
   // Lanes 16 g .. 16 g + 15 as i32 indices, and those below the query rows.
   Value* lane_ids(int64_t g) { return b.CreateAdd(k.iota(), k.splat_i32(static_cast<int32_t>(16 * g))); }
   Value* live_lanes(int64_t g) {
@@ -204,11 +207,13 @@ class Flash {
     });
   }
 
-  // Scores of JB widened rows from `rows` for GB lane groups from g0, added into out[j][g]
-  // (zeroed before) in runs of kScoreRun terms.
-  void scores_block(int GB, int JB, Value* rows, int64_t g0, Value* out) {
-    k.loop(k.ci64(0), k.ci64(W), kScoreRun, [&](Value* d0) {
-      Value* d1 = min64(b.CreateAdd(d0, k.ci64(kScoreRun)), k.ci64(W));
+  // Scores of JB rows for GB lane groups from g0, added into out[j][g] (zeroed before) in runs of
+  // kScoreRun terms. Row j's 32-bit elements start at rows[j]: f32 widened rows, or in the bf16
+  // dot form the cache rows' bf16 pairs.
+  void scores_block(int GB, int JB, const std::vector<Value*>& rows, int64_t g0, Value* out) {
+    const int64_t terms = dot ? W / 2 : W, run = dot ? kScoreRun / 2 : kScoreRun;
+    k.loop(k.ci64(0), k.ci64(terms), run, [&](Value* d0) {
+      Value* d1 = min64(b.CreateAdd(d0, k.ci64(run)), k.ci64(terms));
       std::vector<llvm::AllocaInst*> acc;
       for (int i = 0; i < JB * GB; ++i) {
         acc.push_back(k.slot(k.vf32, 1, "sacc"));
@@ -219,10 +224,10 @@ class Flash {
         Value* qrow = b.CreateMul(dd, k.ci64(lanes));
         for (int g = 0; g < GB; ++g) qv.push_back(vload(qt, b.CreateAdd(qrow, k.ci64(16 * (g0 + g)))));
         for (int j = 0; j < JB; ++j) {
-          Value* e = bcast(rows, b.CreateAdd(dd, k.ci64(j * W)));
+          Value* e = bcast32(k.at(k.i32, rows[static_cast<size_t>(j)], dd));
           for (int g = 0; g < GB; ++g) {
             llvm::AllocaInst* slot = acc[static_cast<size_t>(j * GB + g)];
-            b.CreateStore(fma(e, qv[static_cast<size_t>(g)], b.CreateLoad(k.vf32, slot)), slot);
+            b.CreateStore(madd(b.CreateLoad(k.vf32, slot), qv[static_cast<size_t>(g)], e), slot);
           }
         }
       });
@@ -247,8 +252,12 @@ class Flash {
     });
   }
 
-  // Value sums of CB columns from c0 for GB lane groups from g0 over the tile's nj rows.
-  void values_block(int GB, int CB, Value* c0, int64_t g0, Value* nj) {
+  // Value sums of CB columns from c0 for GB lane groups from g0 over `steps` row steps of the
+  // tile: its nj rows (probabilities in s, widened rows in tile), or in the bf16 dot form its
+  // row pairs (probability pairs in pairs, interleaved value columns in tile).
+  void values_block(int GB, int CB, Value* c0, int64_t g0, Value* steps) {
+    Value* probs = dot ? pairs : s;
+    const int64_t row_elems = dot ? vr : W;  // 32-bit elements between row steps in tile
     std::vector<Value*> alpha;
     for (int g = 0; g < GB; ++g) alpha.push_back(vload(inv, k.ci64(16 * (g0 + g))));
     std::vector<llvm::AllocaInst*> acc;
@@ -260,17 +269,17 @@ class Flash {
         acc.push_back(k.slot(k.vf32, 1, "vacc"));
         b.CreateStore(b.CreateFMul(vload(yt, yt_idx(c, g)), alpha[static_cast<size_t>(g)]), acc.back());
       }
-    k.loop(k.ci64(0), nj, 1, [&](Value* j) {
+    k.loop(k.ci64(0), steps, 1, [&](Value* j) {
       prefetch_step();
       std::vector<Value*> pv;
       Value* prow = b.CreateMul(j, k.ci64(lanes));
-      for (int g = 0; g < GB; ++g) pv.push_back(vload(s, b.CreateAdd(prow, k.ci64(16 * (g0 + g)))));
-      Value* row = b.CreateAdd(b.CreateMul(j, k.ci64(W)), c0);
+      for (int g = 0; g < GB; ++g) pv.push_back(vload(probs, b.CreateAdd(prow, k.ci64(16 * (g0 + g)))));
+      Value* row = b.CreateAdd(b.CreateMul(j, k.ci64(row_elems)), c0);
       for (int c = 0; c < CB; ++c) {
-        Value* e = bcast(tile, b.CreateAdd(row, k.ci64(c)));
+        Value* e = bcast32(k.at(k.i32, tile, b.CreateAdd(row, k.ci64(c))));
         for (int g = 0; g < GB; ++g) {
           llvm::AllocaInst* slot = acc[static_cast<size_t>(c * GB + g)];
-          b.CreateStore(fma(e, pv[static_cast<size_t>(g)], b.CreateLoad(k.vf32, slot)), slot);
+          b.CreateStore(madd(b.CreateLoad(k.vf32, slot), pv[static_cast<size_t>(g)], e), slot);
         }
       }
     });
@@ -320,7 +329,9 @@ class Flash {
     }
   }
 
-  // Tile of rows [j0, j0 + nj): widened and scored kScoreRows at a time, softmax, values.
+  // Tile of rows [j0, j0 + nj): scored kScoreRows at a time (widened first, or in the bf16 dot
+  // form straight from the cache), softmax, in the dot form probabilities and value columns
+  // paired, values.
   void tile_pass(Value* j0) {
     Value* nj = min64(k.ci64(kTileRows), b.CreateSub(a.n, j0));
     Value* after = b.CreateAdd(j0, nj);
@@ -328,28 +339,43 @@ class Flash {
     b.CreateStore(b.CreateMul(after, a.stride), pf_at);
     b.CreateStore(b.CreateSDiv(b.CreateAdd(b.CreateMul(next_rows, a.stride), k.ci64(63)), k.ci64(64)), pf_left);
     k.loop(k.ci64(0), nj, kScoreRows, [&](Value* jj) {
-      Value* cnt = min64(k.ci64(kScoreRows), b.CreateSub(nj, jj));
       Value* sub = k.at(k.f32, tile, b.CreateMul(jj, k.ci64(W)));
       Value* out = k.at(k.f32, s, b.CreateMul(jj, k.ci64(lanes)));
-      k.loop(k.ci64(0), cnt, 1, [&](Value* r) {
-        widen_row(b.CreateAdd(b.CreateAdd(j0, jj), r), k.at(k.f32, sub, b.CreateMul(r, k.ci64(W))));
-      });
-      // Rows past the cache score zeros (their scores are never read).
-      k.loop(b.CreateMul(cnt, k.ci64(W)), k.ci64(kScoreRows * W), 1,
-             [&](Value* i) { k.store_f32(k.cf(0.0f), sub, i); });
+      if (!dot) {
+        Value* cnt = min64(k.ci64(kScoreRows), b.CreateSub(nj, jj));
+        k.loop(k.ci64(0), cnt, 1, [&](Value* r) {
+          widen_row(b.CreateAdd(b.CreateAdd(j0, jj), r), k.at(k.f32, sub, b.CreateMul(r, k.ci64(W))));
+        });
+        // Rows past the cache score zeros (their scores are never read).
+        k.loop(b.CreateMul(cnt, k.ci64(W)), k.ci64(kScoreRows * W), 1,
+               [&](Value* i) { k.store_f32(k.cf(0.0f), sub, i); });
+      }
       for (int64_t i = 0; i < kScoreRows * lanes; i += 16) vstore(k.splat(0.0f), out, k.ci64(i));
       by_lane_groups([&](int GB, int64_t g0) {
         const int JB = score_rows(GB);
-        for (int64_t j = 0; j < kScoreRows; j += JB)
-          scores_block(GB, JB, k.at(k.f32, sub, k.ci64(j * W)), g0, k.at(k.f32, out, k.ci64(j * lanes)));
+        for (int64_t j = 0; j < kScoreRows; j += JB) {
+          std::vector<Value*> rows;
+          if (dot) {
+            rows = cache_rows(b.CreateAdd(b.CreateAdd(j0, jj), k.ci64(j)), JB);
+          } else {
+            for (int64_t r = 0; r < JB; ++r) rows.push_back(k.at(k.f32, sub, k.ci64((j + r) * W)));
+          }
+          scores_block(GB, JB, rows, g0, k.at(k.f32, out, k.ci64(j * lanes)));
+        }
       });
     });
     online_softmax(nj);
+    Value* steps = nj;  // value row steps: rows, or in the dot form row pairs
+    if (dot) {
+      steps = b.CreateSDiv(b.CreateAdd(nj, k.ci64(1)), k.ci64(2));
+      pair_probabilities(nj, steps);
+      interleave_values(j0, nj, steps);
+    }
     by_lane_groups([&](int GB, int64_t g0) {
       const int CB = value_cols(GB);
       const int64_t whole = V / CB * CB;
-      k.loop(k.ci64(0), k.ci64(whole), CB, [&](Value* c0) { values_block(GB, CB, c0, g0, nj); });
-      k.loop(k.ci64(whole), k.ci64(V), 1, [&](Value* c0) { values_block(GB, 1, c0, g0, nj); });
+      k.loop(k.ci64(0), k.ci64(whole), CB, [&](Value* c0) { values_block(GB, CB, c0, g0, steps); });
+      k.loop(k.ci64(whole), k.ci64(V), 1, [&](Value* c0) { values_block(GB, 1, c0, g0, steps); });
     });
   }
 
@@ -366,44 +392,13 @@ class Flash {
     llvm::FunctionType* ft = dp_fn->getFunctionType();
     return b.CreateCall(dp_fn, {acc, b.CreateBitCast(x, ft->getParamType(1)), b.CreateBitCast(y, ft->getParamType(2))});
   }
-  // The dword at p (a bf16 pair) in every lane.
-  Value* bcast_pair(Value* p) {
-    Value* w = b.CreateAlignedLoad(k.i32, p, llvm::Align(2));
-    return b.CreateBitCast(b.CreateVectorSplat(k.vf, w), k.vf32);
-  }
-
-  // Scores of the JB cache rows from row `first` (rows past the cache read the last one) for GB
-  // lane groups from g0, added into out[j][g] (zeroed before) in runs of kScoreRun terms.
-  void scores_block_dot(int GB, int JB, Value* first, int64_t g0, Value* out) {
+  // Pointers to the n cache rows from row `first` (i64); rows past the cache give the last one.
+  std::vector<Value*> cache_rows(Value* first, int n) {
     Value* last = b.CreateSub(a.n, k.ci64(1));
     std::vector<Value*> rows;
-    for (int j = 0; j < JB; ++j)
+    for (int j = 0; j < n; ++j)
       rows.push_back(k.at_bytes(a.x2, b.CreateMul(min64(b.CreateAdd(first, k.ci64(j)), last), a.stride)));
-    k.loop(k.ci64(0), k.ci64(W / 2), kScoreRun / 2, [&](Value* d0) {
-      Value* d1 = min64(b.CreateAdd(d0, k.ci64(kScoreRun / 2)), k.ci64(W / 2));
-      std::vector<llvm::AllocaInst*> acc;
-      for (int i = 0; i < JB * GB; ++i) {
-        acc.push_back(k.slot(k.vf32, 1, "sacc"));
-        b.CreateStore(k.splat(0.0f), acc.back());
-      }
-      k.loop(d0, d1, 1, [&](Value* dp) {
-        std::vector<Value*> qv;
-        Value* qrow = b.CreateMul(dp, k.ci64(lanes));
-        for (int g = 0; g < GB; ++g) qv.push_back(vload(qt, b.CreateAdd(qrow, k.ci64(16 * (g0 + g)))));
-        for (int j = 0; j < JB; ++j) {
-          Value* e = bcast_pair(k.at(k.i32, rows[static_cast<size_t>(j)], dp));
-          for (int g = 0; g < GB; ++g) {
-            llvm::AllocaInst* slot = acc[static_cast<size_t>(j * GB + g)];
-            b.CreateStore(dot2(b.CreateLoad(k.vf32, slot), qv[static_cast<size_t>(g)], e), slot);
-          }
-        }
-      });
-      for (int j = 0; j < JB; ++j)
-        for (int g = 0; g < GB; ++g) {
-          Value* idx = k.ci64(j * lanes + 16 * (g0 + g));
-          vstore(b.CreateFAdd(vload(out, idx), b.CreateLoad(k.vf32, acc[static_cast<size_t>(j * GB + g)])), out, idx);
-        }
-    });
+    return rows;
   }
 
   // pairs[i][k] = the probabilities of rows 2i and 2i+1 (0 past the tile's nj rows) as a bf16 pair.
@@ -457,67 +452,6 @@ class Flash {
         b.CreateAlignedStore(b.CreateShuffleVector(x0, x1, lo_idx), out, llvm::Align(4));
         b.CreateAlignedStore(b.CreateShuffleVector(x0, x1, hi_idx), k.at(k.i32, out, k.ci64(16)), llvm::Align(4));
       });
-    });
-  }
-
-  // Value sums of CB columns from c0 for GB lane groups from g0 over the tile's row pairs.
-  void values_block_dot(int GB, int CB, Value* c0, int64_t g0, Value* npairs) {
-    std::vector<Value*> alpha;
-    for (int g = 0; g < GB; ++g) alpha.push_back(vload(inv, k.ci64(16 * (g0 + g))));
-    std::vector<llvm::AllocaInst*> acc;
-    auto yt_idx = [&](int c, int g) {
-      return b.CreateAdd(b.CreateMul(b.CreateAdd(c0, k.ci64(c)), k.ci64(lanes)), k.ci64(16 * (g0 + g)));
-    };
-    for (int c = 0; c < CB; ++c)
-      for (int g = 0; g < GB; ++g) {
-        acc.push_back(k.slot(k.vf32, 1, "vacc"));
-        b.CreateStore(b.CreateFMul(vload(yt, yt_idx(c, g)), alpha[static_cast<size_t>(g)]), acc.back());
-      }
-    k.loop(k.ci64(0), npairs, 1, [&](Value* i) {
-      prefetch_step();
-      std::vector<Value*> pv;
-      Value* prow = b.CreateMul(i, k.ci64(lanes));
-      for (int g = 0; g < GB; ++g) pv.push_back(vload(pairs, b.CreateAdd(prow, k.ci64(16 * (g0 + g)))));
-      Value* row = b.CreateAdd(b.CreateMul(i, k.ci64(vr)), c0);
-      for (int c = 0; c < CB; ++c) {
-        Value* e = bcast_pair(k.at(k.i32, tile, b.CreateAdd(row, k.ci64(c))));
-        for (int g = 0; g < GB; ++g) {
-          llvm::AllocaInst* slot = acc[static_cast<size_t>(c * GB + g)];
-          b.CreateStore(dot2(b.CreateLoad(k.vf32, slot), pv[static_cast<size_t>(g)], e), slot);
-        }
-      }
-    });
-    for (int c = 0; c < CB; ++c)
-      for (int g = 0; g < GB; ++g) vstore(b.CreateLoad(k.vf32, acc[static_cast<size_t>(c * GB + g)]), yt, yt_idx(c, g));
-  }
-
-  // Tile of rows [j0, j0 + nj) in the bf16 dot form: scores straight from the cache kScoreRows
-  // at a time, softmax, probabilities and value columns paired, values.
-  void tile_pass_dot(Value* j0) {
-    Value* nj = min64(k.ci64(kTileRows), b.CreateSub(a.n, j0));
-    Value* after = b.CreateAdd(j0, nj);
-    Value* next_rows = min64(k.ci64(kTileRows), b.CreateSub(a.n, after));
-    b.CreateStore(b.CreateMul(after, a.stride), pf_at);
-    b.CreateStore(b.CreateSDiv(b.CreateAdd(b.CreateMul(next_rows, a.stride), k.ci64(63)), k.ci64(64)), pf_left);
-    k.loop(k.ci64(0), nj, kScoreRows, [&](Value* jj) {
-      Value* out = k.at(k.f32, s, b.CreateMul(jj, k.ci64(lanes)));
-      for (int64_t i = 0; i < kScoreRows * lanes; i += 16) vstore(k.splat(0.0f), out, k.ci64(i));
-      by_lane_groups([&](int GB, int64_t g0) {
-        const int JB = score_rows(GB);
-        for (int64_t j = 0; j < kScoreRows; j += JB)
-          scores_block_dot(GB, JB, b.CreateAdd(b.CreateAdd(j0, jj), k.ci64(j)), g0,
-                           k.at(k.f32, out, k.ci64(j * lanes)));
-      });
-    });
-    online_softmax(nj);
-    Value* npairs = b.CreateSDiv(b.CreateAdd(nj, k.ci64(1)), k.ci64(2));
-    pair_probabilities(nj, npairs);
-    interleave_values(j0, nj, npairs);
-    by_lane_groups([&](int GB, int64_t g0) {
-      const int CB = value_cols(GB);
-      const int64_t whole = V / CB * CB;
-      k.loop(k.ci64(0), k.ci64(whole), CB, [&](Value* c0) { values_block_dot(GB, CB, c0, g0, npairs); });
-      k.loop(k.ci64(whole), k.ci64(V), 1, [&](Value* c0) { values_block_dot(GB, 1, c0, g0, npairs); });
     });
   }
 
