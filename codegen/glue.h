@@ -138,13 +138,14 @@ GlueDesc glue_attn_decode_desc(int32_t heads, int32_t width, int32_t v_width, ui
                                isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
 // kAttnDecode's working memory, in floats from a 64-byte aligned base; every piece starts on
 // a cache line.
-inline constexpr int64_t kGlueAttnTileRows = 48;  // cache rows per tile (even: the bf16 dot form pairs them)
+// Cache rows per tile (even: the bf16 dot form pairs them).
+inline constexpr int64_t kGlueAttnTileRows = 48;
 struct GlueAttnLayout {
   int64_t lanes = 0;  // heads rounded up to whole vectors of 16
   int64_t qt = 0;     // queries transposed: [n][lanes]
   int64_t tile = 0;   // widened cache rows: [kGlueAttnTileRows][n]
   int64_t s = 0;      // scores, then probabilities, of a tile: [kGlueAttnTileRows][lanes]
-  int64_t pairs = 0;  // bf16 dot form: probabilities of row pairs as bf16 pairs [kGlueAttnTileRows / 2][lanes]
+  int64_t pairs = 0;  // bf16 dot form: row pairs' probabilities, bf16 pairs [kGlueAttnTileRows / 2][lanes]
   int64_t yt = 0;     // value sums: [v_width][lanes]
   int64_t stats = 0;  // maxima, sums, 1 / sums (rescale factors during the call): 3 x lanes
   int64_t floats = 0;
