@@ -6,8 +6,8 @@
 
 #include <unistd.h>
 
-#include <bit>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
