@@ -310,8 +310,12 @@ GlueDesc glue_attn_decode_desc(int32_t heads, int32_t width, int32_t v_width, ui
 }
 
 bool glue_attn_bf16_dot(const GlueDesc& d) {
-  return d.op == GlueOp::kAttnDecode && d.kv_type == 2 && d.isa >= isa::IsaLevel::kAvx512Bf16 && d.n % 2 == 0;
+  const bool zen = d.cpu == GlueCpu::kZnver4 || d.cpu == GlueCpu::kZnver5;
+  return d.op == GlueOp::kAttnDecode && d.kv_type == 2 && d.isa >= isa::IsaLevel::kAvx512Bf16 && d.n % 2 == 0 &&
+         zen;
 }
+
+int64_t glue_attn_pair_dwords(const GlueDesc& d) { return (int64_t{d.v_width} + 31) / 32 * 32; }
 
 GlueAttnLayout glue_attn_layout(const GlueDesc& d) {
   auto lines = [](int64_t f) { return (f + 15) / 16 * 16; };
@@ -319,7 +323,7 @@ GlueAttnLayout glue_attn_layout(const GlueDesc& d) {
   l.lanes = (int64_t{d.heads} + 15) / 16 * 16;
   l.qt = 0;
   l.tile = l.qt + lines(int64_t{d.n} * l.lanes);
-  const int64_t interleaved = glue_attn_bf16_dot(d) ? (int64_t{d.v_width} + 31) / 32 * 32 / 2 : 0;
+  const int64_t interleaved = glue_attn_bf16_dot(d) ? glue_attn_pair_dwords(d) / 2 : 0;  // per row
   l.s = l.tile + lines(kGlueAttnTileRows * std::max(int64_t{d.n}, interleaved));
   l.pairs = l.s + kGlueAttnTileRows * l.lanes;
   l.yt = l.pairs + kGlueAttnTileRows / 2 * l.lanes;

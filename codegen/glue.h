@@ -75,7 +75,7 @@ inline constexpr uint8_t kGlueNormWeights = 4; // kRouter: divide weights by the
 
 // Bumped whenever the generator emits different code for the same descriptor, so cached
 // objects of an older generator are never loaded for a newer one.
-inline constexpr uint16_t kGlueGeneratorVersion = 8;
+inline constexpr uint16_t kGlueGeneratorVersion = 9;
 
 // The only input of glue code generation. Trivially copyable, no padding: its bytes are the
 // cache key. Fields an op does not use must stay at their defaults (validate() checks).
@@ -152,12 +152,16 @@ struct GlueAttnLayout {
 };
 GlueAttnLayout glue_attn_layout(const GlueDesc& d);
 // Whether kAttnDecode takes its products in bf16 pairs (vdpbf16ps): BF16 rows of even width on
-// an AVX512_BF16 level. The queries and the probabilities are then rounded to bf16 (as the
+// an AVX512_BF16 level, scheduled for Zen 4 or Zen 5, where a vdpbf16ps issues as often as an
+// FMA and does twice its products (elsewhere, as on an Intel host with AVX512_BF16, the widening
+// form measured faster: MlaDecode bf16 at 0.62-0.78x of f16 in the pair form). The queries and the probabilities are then rounded to bf16 (as the
 // rows already are) and every pair of products is summed in f32; the other forms widen the
 // rows and multiply in f32. In the bf16 dot form `qt` holds query pairs [n / 2][lanes] and
 // `tile` the value columns of row pairs interleaved [kGlueAttnTileRows / 2][v_width rounded
 // up to 32] (pairs of bf16).
 bool glue_attn_bf16_dot(const GlueDesc& d);
+// Dwords per interleaved row pair in the bf16 dot form's tile: v_width rounded up to 32.
+int64_t glue_attn_pair_dwords(const GlueDesc& d);
 GlueDesc glue_rope_desc(const ref::RopeParams& p, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);
 // The router of `c` (gating, counts, groups, norm, scale); `bias`: a selection bias is passed.
 GlueDesc glue_router_desc(const ref::RouterConfig& c, bool bias, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);

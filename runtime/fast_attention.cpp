@@ -81,6 +81,7 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
         glue_attn_decode_desc(static_cast<int32_t>(heads), R + r, R, kv_code, op->scale_, target.level, cpu);
     auto at = glue_kernel(ad);
     if (!at) return Error{at.error()};
+    op->bf16_pairs_ = glue_attn_bf16_dot(ad);
     op->attn_.push_back({*at, glue_attn_layout(ad)});
   }
   return op;

@@ -64,6 +64,10 @@ class MlaOp {
     for (const AttnKernel& a : attn_) l.push_back(a.layout.lanes);
     return l;
   }
+  // Whether the decode kernels multiply in bf16 pairs (glue_attn_bf16_dot: a BF16 cache on an
+  // AVX512_BF16 target scheduled for Zen 4 or Zen 5); the queries and probabilities are then
+  // rounded to bf16.
+  bool decode_bf16_pairs() const { return bf16_pairs_; }
   // Caller thread: writes this batch's cache rows.
   void store(std::span<refexec::Tensor* const> in) const;
   // Caller thread, after store(): whether this batch runs split by cache positions (below) on
@@ -124,6 +128,7 @@ class MlaOp {
   float scale_ = 1.0f;
   KvCacheType kv_ = KvCacheType::F32;
   bool avx512_ = false;  // the target allows AVX-512 (the decode kernels)
+  bool bf16_pairs_ = false;  // the decode kernels take the bf16 dot form
   mutable std::vector<float> widened_;  // F16 / BF16 cache rows as F32 for the SGEMM path
   // Split decode, per thread j and head h: partial values part_y_[(j * H + h) * R ...], the
   // scaled score maximum part_max_[j * H + h] and 1 / (softmax sum) part_inv_[j * H + h] of

@@ -52,7 +52,7 @@ class Flash {
  public:
   Flash(Kit& kit, const GlueDesc& desc, const Args& args)
       : k(kit), b(kit.b), d(desc), a(args), L(glue_attn_layout(desc)), W(desc.n), V(desc.v_width),
-        lanes(L.lanes), ng(L.lanes / 16), dot(glue_attn_bf16_dot(desc)), vr((desc.v_width + 31) / 32 * 32) {
+        lanes(L.lanes), ng(L.lanes / 16), dot(glue_attn_bf16_dot(desc)), vr(glue_attn_pair_dwords(desc)) {
     qt = k.at(k.f32, a.q, k.ci64(L.qt));
     tile = k.at(k.f32, a.q, k.ci64(L.tile));
     s = k.at(k.f32, a.q, k.ci64(L.s));
