@@ -153,10 +153,10 @@ struct GlueAttnLayout {
 GlueAttnLayout glue_attn_layout(const GlueDesc& d);
 // Whether kAttnDecode takes its products in bf16 pairs (vdpbf16ps): BF16 rows of even width on
 // an AVX512_BF16 level, scheduled for Zen 4 or Zen 5, where a vdpbf16ps issues as often as an
-// FMA and does twice its products (elsewhere, as on an Intel host with AVX512_BF16, the widening
-// form measured faster: MlaDecode bf16 at 0.62-0.78x of f16 in the pair form). The queries and the probabilities are then rounded to bf16 (as the
-// rows already are) and every pair of products is summed in f32; the other forms widen the
-// rows and multiply in f32. In the bf16 dot form `qt` holds query pairs [n / 2][lanes] and
+// FMA and does twice its products. Elsewhere the widening form is taken (on an Intel host with
+// AVX512_BF16 the pair form ran at 0.62-0.78x of it, MlaDecode). The queries and the
+// probabilities are then rounded to bf16 (as the rows already are) and every pair of products
+// is summed in f32; the other forms widen the rows and multiply in f32. In the bf16 dot form `qt` holds query pairs [n / 2][lanes] and
 // `tile` the value columns of row pairs interleaved [kGlueAttnTileRows / 2][v_width rounded
 // up to 32] (pairs of bf16).
 bool glue_attn_bf16_dot(const GlueDesc& d);

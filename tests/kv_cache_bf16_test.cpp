@@ -99,7 +99,8 @@ double check_target(isa::Target target, int nth, KvCacheType kv = KvCacheType::B
   return worst;
 }
 
-// The BF16 cache: F32 arithmetic on the same numbers, or bf16 pair products on AVX512_BF16.
+// The BF16 cache: F32 arithmetic on the same numbers, or bf16 pair products on AVX512_BF16
+// targets scheduled for Zen 4 or 5.
 TEST(KvCacheBf16, AttentionMatchesF32OverTheRoundedRows) {
   // The host as it is, the host scheduled for Zen 5 (the bf16 dot form wherever AVX512_BF16
   // is there), and the scalar target.
