@@ -42,6 +42,13 @@ constexpr int64_t kRowsPerBlock = 64;  // query rows (tokens of one head) per sc
 // there the decompressed form still won from 320 tokens on (bench model, --mla absorbed against
 // decompressed).
 constexpr double kAbsorbedRate = 66, kAbsorbMatmulRate = 150;
+// The decode kernels' bf16 pair form (MlaOp::decode_bf16_pairs, a BF16 cache on Zen 4 / Zen 5)
+// runs 1.7-1.8x the widening form (BM_MlaDecode, a Zen 5 host); there the bench preset's prefill
+// broke even between the forms at ~500-600 prompt tokens with a BF16 cache (1 thread, --mla
+// absorbed against decompressed: 349 against 328 tok/s at 320 tokens, 328 / 331 / 325 against
+// 315 / 316 / 338 at 512, 292 / 305 / 304 against 309 / 316 / 317 at 768). This factor on the
+// absorbed attention's rate puts the estimate's break-even there (~550 tokens).
+constexpr double kPairFormSpeedup = 1.5;
 constexpr double kDecompressRate = 66, kScoresRate = 44, kValuesRate = 70;
 // Kept keys and values (dn + r + dv floats per head and position: for the bench preset's 16
 // heads about 18x the position's F16 cache row) were last written a batch ago and come from
@@ -85,7 +92,8 @@ bool MlaOp::decompressed_pays(int64_t T, int64_t n_past) const {
   const double dn = static_cast<double>(dn_), dv = static_cast<double>(dv_);
   const double vis = t * past + t * (t + 1) / 2;  // positions seen, summed over the tokens
   const double vis_blocked = vis + t * kRowsPerBlock / 2;  // a block's rows all see its last row's
-  const double absorbed = vis * H * (W + R) / kAbsorbedRate + t * H * R * (dn + dv) / kAbsorbMatmulRate;
+  const double attend_rate = kAbsorbedRate * (bf16_pairs_ ? kPairFormSpeedup : 1.0);
+  const double absorbed = vis * H * (W + R) / attend_rate + t * H * R * (dn + dv) / kAbsorbMatmulRate;
   // Positions whose keys and values are kept from earlier batches are not decompressed again.
   const double row_bytes = H * (dn + r + dv) * static_cast<double>(sizeof(float));  // kept per position
   const double kept = keeps(n_past + T) ? static_cast<double>(std::min(kept_, n_past)) : 0.0;

@@ -207,9 +207,10 @@ class FastVsReference : public ::testing::Test {
 
   static std::unique_ptr<Executor> fast(const gguf::Model& m, int threads, int max_batch, int n_ctx = 256,
                                         KvCacheType kv = KvCacheType::F32, MlaForm mla = MlaForm::kAuto,
-                                        int64_t mla_keep_bytes = FastExecutorOptions::kMlaKeepAuto) {
+                                        int64_t mla_keep_bytes = FastExecutorOptions::kMlaKeepAuto,
+                                        isa::Tuning tuning = isa::host_tuning()) {
     CompileOptions co;
-    co.target = {isa::host_level(), isa::host_tuning()};
+    co.target = {isa::host_level(), tuning};
     auto cm = compile_in_memory(m, co);
     EXPECT_TRUE(cm.has_value()) << cm.error();
     if (!cm) return nullptr;
@@ -492,6 +493,26 @@ TEST_F(FastVsReference, AutoMlaFormPicksByBatchLength) {
   EXPECT_NE(0, std::memcmp(longs[1].data(), longs[2].data(), bytes));  // the forms differ...
   EXPECT_EQ(0, std::memcmp(shorts[0].data(), shorts[1].data(), bytes));  // ...auto absorbed the short prompt
   EXPECT_NE(0, std::memcmp(shorts[0].data(), shorts[2].data(), bytes));
+}
+
+// With the decode kernels' bf16 pair form (a BF16 cache scheduled for Zen 5 on an AVX512_BF16
+// host) the absorbed form is priced faster, so a 320-token prompt, which auto decompresses with
+// an F16 cache (above), stays absorbed; without the pair form both caches decompress it.
+TEST_F(FastVsReference, AutoMlaFormCountsTheBf16PairForm) {
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  const int T = 320;
+  const bool pairs = isa::host_supports(isa::IsaLevel::kAvx512Bf16);
+  std::vector<int32_t> tokens(T);
+  for (int i = 0; i < T; ++i) tokens[static_cast<size_t>(i)] = (i * 7 + 3) % 200;
+  for (KvCacheType kv : {KvCacheType::F16, KvCacheType::BF16}) {
+    auto ex = fast(*model, 1, T, T, kv, MlaForm::kAuto, FastExecutorOptions::kMlaKeepAuto, isa::Tuning::kZen5);
+    ASSERT_TRUE(ex);
+    std::vector<float> logits(static_cast<size_t>(ex->n_vocab()));
+    ASSERT_TRUE(ex->eval(tokens, logits.data(), false).is_ok());
+    const bool absorbed = kv == KvCacheType::BF16 && pairs;
+    EXPECT_EQ(dynamic_cast<FastExecutor&>(*ex).decompressed_chunks(), absorbed ? 0 : 1) << kv_cache_type_name(kv);
+  }
 }
 
 // The decompressed form keeps the keys and values of earlier chunks: a prompt in chunks of 16,
