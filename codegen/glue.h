@@ -153,12 +153,12 @@ struct GlueAttnLayout {
 GlueAttnLayout glue_attn_layout(const GlueDesc& d);
 // Whether kAttnDecode takes its products in bf16 pairs (vdpbf16ps): BF16 rows of even width on
 // an AVX512_BF16 level, scheduled for Zen 4 or Zen 5, where a vdpbf16ps issues as often as an
-// FMA and does twice its products. Elsewhere the widening form is taken (on an Intel host with
-// AVX512_BF16 the pair form ran at 0.62-0.78x of it, MlaDecode). The queries and the
-// probabilities are then rounded to bf16 (as the rows already are) and every pair of products
-// is summed in f32; the other forms widen the rows and multiply in f32. In the bf16 dot form `qt` holds query pairs [n / 2][lanes] and
-// `tile` the value columns of row pairs interleaved [kGlueAttnTileRows / 2][v_width rounded
-// up to 32] (pairs of bf16).
+// FMA and does twice its products (on an Intel host with AVX512_BF16 the pair form ran at
+// 0.62-0.78x of the widening one, MlaDecode). In the pair form the queries and the
+// probabilities are rounded to bf16 (as the rows already are) and every pair of products is
+// summed in f32; the other forms widen the rows and multiply in f32. In the pair form `qt`
+// holds query pairs [n / 2][lanes] and `tile` the value columns of row pairs interleaved
+// [kGlueAttnTileRows / 2][glue_attn_pair_dwords] (pairs of bf16).
 bool glue_attn_bf16_dot(const GlueDesc& d);
 // Dwords per interleaved row pair in the bf16 dot form's tile: v_width rounded up to 32.
 int64_t glue_attn_pair_dwords(const GlueDesc& d);
