@@ -35,8 +35,8 @@ struct Q4KOffsets {
 };
 
 Q4KOffsets q4k_offsets(int64_t sb, int64_t R) {
-  const int64_t rec = sb * R * 148;
-  return {rec, rec + R * 128, rec + R * 144};
+  const int64_t rec = sb * R * kQ4KPackedRowBytes;
+  return {rec, rec + q4k_scales_offset(R), rec + q4k_d_offset(R)};
 }
 
 // The 4-bit code of weight w (0..255) of a GGUF Q4_K block (spec §2.6).
@@ -56,8 +56,13 @@ void pack_q4k_block(const BlockQ4_K& b, int64_t R, int64_t sb, int64_t i, uint8_
         const uint8_t lo = q4k_code(b, 32 * s + 4 * c + t), hi = q4k_code(b, 32 * s + 4 * (c + 4) + t);
         codes[64 * c + 4 * (2 * s + h) + t] = uint8_t(lo | (hi << 4));
       }
-  uint8_t* sm = group + o.scales + pair * 32;
-  for (int s = 0; s < 8; ++s) scale_min_k4(b.scales, s, &sm[2 * s + h], &sm[16 + 2 * s + h]);
+  uint8_t* sm = group + o.scales + pair * kQ4KPairScaleBytes;
+  for (int s = 0; s < 8; ++s) {
+    uint8_t sc = 0, m = 0;
+    scale_min_k4(b.scales, s, &sc, &m);
+    sm[2 * s + h] = uint8_t(sc | (m & 3) << 6);
+    sm[16 + 4 * h + s / 2] = uint8_t(sm[16 + 4 * h + s / 2] | (m >> 2) << (4 * (s % 2)));
+  }
   uint16_t* d = reinterpret_cast<uint16_t*>(group + o.d);
   d[i] = b.d;
   d[R + i] = b.dmin;
@@ -82,7 +87,7 @@ float dot_q4k_packed(const PackLayout& L, const uint8_t* group, int64_t i, const
   for (int64_t sb = 0; sb < nsb; ++sb) {
     const Q4KOffsets o = q4k_offsets(sb, R);
     const uint8_t* codes = group + o.codes + pair * 256;
-    const uint8_t* sm = group + o.scales + pair * 32;
+    const uint8_t* sm = group + o.scales + pair * kQ4KPairScaleBytes;
     uint16_t dh[2];
     std::memcpy(&dh[0], group + o.d + 2 * i, 2);
     std::memcpy(&dh[1], group + o.d + 2 * (R + i), 2);
@@ -95,8 +100,10 @@ float dot_q4k_packed(const PackLayout& L, const uint8_t* group, int64_t i, const
           const int q = c < 4 ? (byte & 0x0F) : (byte >> 4);
           isum += q * x[sb].qs[32 * s + 4 * c + t];
         }
-      sumi_s += sm[2 * s + h] * isum;
-      sumi_m += sm[16 + 2 * s + h] * (x[sb].bsums[2 * s] + x[sb].bsums[2 * s + 1]);
+      const int sc = sm[2 * s + h] & 63;
+      const int m = (sm[2 * s + h] >> 6) | ((sm[16 + 4 * h + s / 2] >> (4 * (s % 2))) & 15) << 2;
+      sumi_s += sc * isum;
+      sumi_m += m * (x[sb].bsums[2 * s] + x[sb].bsums[2 * s + 1]);
     }
     const float dd = ref::fp16_to_fp32(dh[0]) * x[sb].d, dm = ref::fp16_to_fp32(dh[1]) * x[sb].d;
     sum += dd * float(sumi_s) - dm * float(sumi_m);
@@ -135,7 +142,7 @@ Expected<PackLayout> pack_layout(GgmlType format, int32_t row_block, int64_t row
   const int64_t raw = format == GgmlType::Q5_K ? pack_detail::q5k_group_bytes(cols)
                       : format == GgmlType::Q6_K ? pack_detail::q6k_group_bytes(cols)
                       : rows16                 ? pack_detail::rows16_group_bytes(format, cols)
-                                               : cols / kQK_K * row_block * 148;
+                                               : cols / kQK_K * row_block * kQ4KPackedRowBytes;
   L.group_stride = round_up(raw, kAlign);
   L.total_bytes = L.groups * L.group_stride;
   return L;

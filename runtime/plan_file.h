@@ -39,7 +39,8 @@ namespace zenmoe::plan {
 // 6: BF16 groups hold column pairs per 32-bit lane.
 // 7: odd Q8_0 and Q4_0 block records hold d before the codes.
 // 8: Q6_K (Q5_K) sub-blocks are three (five) chunks of codes whose top bits carry the last codes.
-inline constexpr uint32_t kPlanVersion = 8;
+// 9: Q4_K records hold 144 bytes per row: scales and mins 12 bits per (row, sub-block).
+inline constexpr uint32_t kPlanVersion = 9;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 
 // How a tensor's matrices were packed (kernels/pack.h).

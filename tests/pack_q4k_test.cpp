@@ -36,12 +36,12 @@ TEST(PackQ4K, LayoutGeometry) {
   Expected<PackLayout> L = pack_layout(GgmlType::Q4_K, 8, 13, 7168);
   ASSERT_TRUE(L.has_value());
   EXPECT_EQ(L->groups, 2);
-  EXPECT_EQ(L->group_stride, 28 * 8 * 148);  // already a multiple of 64
+  EXPECT_EQ(L->group_stride, 28 * 8 * 144);  // as many bytes as the GGUF rows, a multiple of 64
   EXPECT_EQ(L->group_stride % 64, 0);
   EXPECT_EQ(L->total_bytes, 2 * L->group_stride);
   L = pack_layout(GgmlType::Q4_K, 6, 7, 256);
   ASSERT_TRUE(L.has_value());
-  EXPECT_EQ(L->group_stride, (6 * 148 + 63) / 64 * 64);
+  EXPECT_EQ(L->group_stride, (6 * 144 + 63) / 64 * 64);
 }
 
 TEST(PackQ4K, PaddingRowsAreZero) {
@@ -53,7 +53,7 @@ TEST(PackQ4K, PaddingRowsAreZero) {
   for (int c = 0; c < 4; ++c)
     for (int s = 0; s < 8; ++s)
       for (int t = 0; t < 4; ++t) EXPECT_EQ(g[256 + 64 * c + 4 * (2 * s + 1) + t], 0);
-  const uint16_t* d = reinterpret_cast<const uint16_t*>(g + 4 * 144);
+  const uint16_t* d = reinterpret_cast<const uint16_t*>(g + 4 * 140);
   EXPECT_EQ(d[3], 0);
   EXPECT_EQ(d[4 + 3], 0);
 }

@@ -10,6 +10,7 @@
 
 #include "codegen/x64/gemm_kquant_rows.h"
 #include "codegen/x64/generators.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -24,7 +25,7 @@ class GemmQ4K : public GemmKQuantRows {
   explicit GemmQ4K(const KernelDesc& d) : GemmKQuantRows(d), PR_(d.row_block), PG_(d.row_block / 2) {}
 
  private:
-  int64_t group_stride() const { return (int64_t{S_} * PR_ * 148 + 63) / 64 * 64; }
+  int64_t group_stride() const { return (int64_t{S_} * PR_ * kQ4KPackedRowBytes + 63) / 64 * 64; }
   // Bytes from a pair of this row block to the same pair of the next one (16 rows on). The
   // transcode prefetches the next block's codes and scales as it reads this block's: they
   // arrive while the tokens pass over this block. Without it a GEMM over a few tokens per
@@ -61,10 +62,10 @@ void GemmQ4K::setup() {
     imul(rcx, rdx, 256);
     lea(r8, ptr[rax + rcx]);
     mov(scr(kTab + 8 * p), r8);
-    imul(rcx, rdx, 32);
-    lea(r8, ptr[rax + rcx + PR_ * 128]);  // super-block records: codes, scales, d
+    imul(rcx, rdx, static_cast<int>(kQ4KPairScaleBytes));
+    lea(r8, ptr[rax + rcx + q4k_scales_offset(PR_)]);  // super-block records: codes, scales, d
     mov(scr(kTabSc + 8 * p), r8);
-    lea(r8, ptr[rax + rdx * 4 + PR_ * 144]);
+    lea(r8, ptr[rax + rdx * 4 + q4k_d_offset(PR_)]);
     mov(scr(kTabD + 8 * p), r8);
   }
   mov(eax, 0x0F0F0F0F);
@@ -117,13 +118,22 @@ void GemmQ4K::transcode_codes(int c) {
 void GemmQ4K::transcode_scales() {
   Zmm v[8], l[8], t[8];
   for (int p = 0; p < 8; ++p) v[p] = Zmm(p), l[p] = Zmm(8 + p), t[p] = Zmm(16 + p);
-  const Zmm zD = zmm25, zDm = zmm26;
+  const Zmm zD = zmm25, zDm = zmm26, zShr = zmm27, zMask = zmm28;
+  mov(rax, reinterpret_cast<uintptr_t>(q4k_scale_constants()));
+  vmovdqa32(zShr, ptr[rax]);
+  vpbroadcastd(zMask, dword[rax + 64]);
+  // Scales and mins (kernels/pack.h): sc = a & 63, m = (a >> 6 | (word h >> 4s) << 2) & 63.
   for (int p = 0; p < 8; ++p) {
     mov(rax, scr(kTabSc + 8 * p));
-    if (p % 2 == 0) prefetcht0(ptr[rax + r10 + next_block()]);  // two pairs' scales per line
+    prefetcht0(ptr[rax + r10 + next_block()]);
     vpmovzxbd(l[p], ptr[rax + r10]);
+    vpsrld(t[p], l[p], 6);
+    vpandd(l[p], l[p], zMask);
     vcvtdq2ps(l[p], l[p]);
-    vpmovzxbd(v[p], ptr[rax + r10 + 16]);
+    vpbroadcastq(v[p], ptr[rax + r10 + 16]);
+    vpsrlvd(v[p], v[p], zShr);
+    vpslld(v[p], v[p], 2);
+    vpternlogd(v[p], t[p], zMask, ternlog_imm([](int a, int b, int c) { return (a | b) & c; }));
     vcvtdq2ps(v[p], v[p]);
     mov(rax, scr(kTabD + 8 * p));
     mov(ecx, dword[rax + r11]);
@@ -151,9 +161,9 @@ void GemmQ4K::transcode() {
 }
 
 void GemmQ4K::advance() {
-  add(r9, PR_ * 148);
-  add(r10, PR_ * 148);
-  add(r11, PR_ * 148);
+  add(r9, PR_ * kQ4KPackedRowBytes);
+  add(r10, PR_ * kQ4KPackedRowBytes);
+  add(r11, PR_ * kQ4KPackedRowBytes);
 }
 
 }  // namespace

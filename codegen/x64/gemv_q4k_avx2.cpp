@@ -10,6 +10,7 @@
 
 #include "codegen/x64/generators.h"
 #include "codegen/x64/jit_base.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -35,11 +36,13 @@ class GemvQ4KAvx2 : public JitKernelBase {
   const Ymm yAcc[4] = {ymm12, ymm13, ymm14, ymm15};
 
   // Frame: the permuted activations, 64 bytes of row sums, the streams' accumulators (32
-  // bytes per stream and pair, with more than one stream), two qwords for stream_groups.
+  // bytes per stream and pair, with more than one stream), two qwords for stream_groups, the
+  // scale constants.
   int64_t scratch_bytes() const { return int64_t{S_} * kScratchPerSb; }
-  int64_t group_stride() const { return (int64_t{S_} * R_ * 148 + 63) / 64 * 64; }
+  int64_t group_stride() const { return (int64_t{S_} * R_ * kQ4KPackedRowBytes + 63) / 64 * 64; }
   int64_t acc_mem() const { return scratch_bytes() + 64; }
   int64_t slot() const { return acc_mem() + (ns_ > 1 ? 32 * ns_ * P_ : 0); }
+  int64_t cst() const { return slot() + 64; }  // q4k_scale_constants(), 96 bytes
   void constants();
   void prep_activations();
   void group_body(int ns);
@@ -61,10 +64,15 @@ void GemvQ4KAvx2::constants() {
   mov(eax, 0x00010001);
   vmovd(Xmm(yOnes.getIdx()), eax);
   vpbroadcastd(yOnes, Xmm(yOnes.getIdx()));
+  mov(rax, reinterpret_cast<uintptr_t>(q4k_scale_constants()));
+  for (int i = 0; i < 3; ++i) {
+    vmovdqa(yT, ptr[rax + 32 * i]);
+    vmovdqu(ptr[rsp + cst() + 32 * i], yT);
+  }
 }
 
 void GemvQ4KAvx2::generate() {
-  enter_frame(slot() + 64);
+  enter_frame(cst() + 128);
   Label done;
   mov(rax, qword[rArgs + kArgR0]);
   cmp(rax, qword[rArgs + kArgR1]);
@@ -102,8 +110,8 @@ void GemvQ4KAvx2::group_body(int ns) {
   mov(rCnt, S_);
   L(sb);
   superblock(ns);
-  add(rPc, R_ * 148);
-  if (ns > 2) add(rPc2, R_ * 148);
+  add(rPc, R_ * kQ4KPackedRowBytes);
+  if (ns > 2) add(rPc2, R_ * kQ4KPackedRowBytes);
   add(rPx, kQ8KBytes);
   add(rPw, kScratchPerSb);
   dec(rCnt);
@@ -137,7 +145,7 @@ void GemvQ4KAvx2::superblock(int ns) {
   vbroadcastss(yDY, ptr[rPx]);
   // One sequential stream per group: the record's lines a fixed distance ahead, a share per
   // half pair.
-  const int lines = (R_ * 148 + 63) / 64, steps = 2 * P_;
+  const int lines = static_cast<int>((R_ * kQ4KPackedRowBytes + 63) / 64), steps = 2 * P_;
   for (int s = 0; s < ns; ++s)
     for (int p = 0; p < P_; ++p)
       for (int h = 0; h < 2; ++h) {
@@ -165,17 +173,25 @@ void GemvQ4KAvx2::half_pair(int s, int p, int h) {
     vpmaddwd(yHi, yHi, yOnes);
     vpaddd(yI, yI, yHi);
   }
-  vpmovzxbd(yS, rec(s, R_ * 128 + 32 * p + 8 * h));
+  // Scales and mins (kernels/pack.h): sc = a & 63, m = (a >> 6 | (word h >> 4s) << 2) & 63.
+  const int64_t sc_at = q4k_scales_offset(R_) + kQ4KPairScaleBytes * p, d_at = q4k_d_offset(R_);
+  vpmovzxbd(yS, rec(s, sc_at + 8 * h));
+  vpsrld(yLo, yS, 6);
+  vpand(yS, yS, ptr[rsp + cst() + 64]);
   vpmulld(yI, yI, yS);
-  vpbroadcastd(Xmm(yD.getIdx()), rec(s, R_ * 144 + 4 * p));
+  vpbroadcastd(Xmm(yD.getIdx()), rec(s, d_at + 4 * p));
   vcvtph2ps(yD, Xmm(yD.getIdx()));
   vmulps(yD, yD, yDY);
   vcvtdq2ps(yI, yI);
   if (in_mem) vmovaps(acc, mem);
   vfmadd231ps(acc, yI, yD);
-  vpmovzxbd(yS, rec(s, R_ * 128 + 32 * p + 16 + 8 * h));
+  vpbroadcastq(yS, rec(s, sc_at + 16));
+  vpsrlvd(yS, yS, ptr[rsp + cst() + 32 * h]);
+  vpslld(yS, yS, 2);
+  vpor(yS, yS, yLo);
+  vpand(yS, yS, ptr[rsp + cst() + 64]);
   vpmulld(yS, yS, yBS[h]);
-  vpbroadcastd(Xmm(yD.getIdx()), rec(s, R_ * 144 + 2 * R_ + 4 * p));
+  vpbroadcastd(Xmm(yD.getIdx()), rec(s, d_at + 2 * R_ + 4 * p));
   vcvtph2ps(yD, Xmm(yD.getIdx()));
   vmulps(yD, yD, yDY);
   vcvtdq2ps(yS, yS);

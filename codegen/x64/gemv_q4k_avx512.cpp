@@ -28,6 +28,7 @@
 #include "codegen/x64/generators.h"
 #include "codegen/x64/jit_base.h"
 #include "codegen/x64/swiglu_q8k.h"
+#include "kernels/pack.h"
 
 namespace zenmoe::x64 {
 namespace {
@@ -91,7 +92,7 @@ class GemvQ4KAvx512 : public JitKernelBase {
   void reduce_pair(int a, const Reg64& base, int64_t offset);
   void reduce_four_pairs(int a0);
   Address rec(int s, int64_t off) const;
-  int64_t group_stride() const { return (int64_t{S_} * R_ * 148 + 63) / 64 * 64; }
+  int64_t group_stride() const { return (int64_t{S_} * R_ * kQ4KPackedRowBytes + 63) / 64 * 64; }
   bool acc_in_regs() const { return ns_ * P_ <= 8; }
 
   KernelDesc d_;
@@ -102,7 +103,8 @@ class GemvQ4KAvx512 : public JitKernelBase {
   // activations. Their accumulators stay in registers up to 8 of them, else on the stack at
   // rsp + acc_mem_. Row block 8: a super-block's d and dmin of stream s's rows, times d_x, as
   // 16 floats at rsp + dsc_ + 64 s; each pair broadcasts its two rows' values from there.
-  int64_t dsc_ = -1, acc_mem_ = 0, slot_ = 0;
+  // At rsp + cst_: q4k_scale_constants() (the min shifts, then the scale mask).
+  int64_t dsc_ = -1, acc_mem_ = 0, slot_ = 0, cst_ = 0;
 };
 
 void GemvQ4KAvx512::generate() {
@@ -129,19 +131,26 @@ void GemvQ4KAvx512::constants() {
     mov(eax, 0x3333);
     kmovw(k3, eax);
   }
+  mov(rax, reinterpret_cast<uintptr_t>(q4k_scale_constants()));
+  vmovdqa32(zT, ptr[rax]);
+  vmovdqu32(ptr[rsp + cst_], zT);
+  vmovdqa32(Ymm(zT.getIdx()), ptr[rax + 64]);
+  vmovdqu32(ptr[rsp + cst_ + 64], Ymm(zT.getIdx()));
 }
 
 // The frame: scratch (activations), then 64 bytes of row sums, then the per-stream d/dmin
-// floats (dsc_), the memory accumulators (acc_mem_) and two qwords (slot_).
+// floats (dsc_), the memory accumulators (acc_mem_), two qwords (slot_) and the scale
+// constants (cst_, 96 bytes).
 void GemvQ4KAvx512::frame_layout(int64_t base) {
   dsc_ = R_ == 8 ? base : -1;
   acc_mem_ = base + 64 * ns_;
   slot_ = acc_mem_ + (acc_in_regs() ? 0 : 64 * ns_ * P_);
+  cst_ = slot_ + 64;
 }
 
 void GemvQ4KAvx512::generate_gemv() {
   frame_layout(scratch_bytes() + 64);
-  enter_frame(slot_ + 64);
+  enter_frame(cst_ + 128);
   Label done;
   mov(rax, qword[rArgs + kArgR0]);
   cmp(rax, qword[rArgs + kArgR1]);
@@ -168,7 +177,7 @@ void GemvQ4KAvx512::generate_gate_up() {
   const int64_t hbuf = scratch_bytes();            // 512 floats: gate/up interleaved
   const int64_t blk = hbuf + 2048;                 // call record, block, block end
   frame_layout(blk + 64);
-  enter_frame(slot_ + 64);
+  enter_frame(cst_ + 128);
   Label blocks, groups, done;
   mov(rax, qword[rArgs + kArgR0]);
   cmp(rax, qword[rArgs + kArgR1]);
@@ -266,8 +275,8 @@ void GemvQ4KAvx512::group_body(int ns) {
   mov(rCnt, S_);
   L(sb);
   superblock(ns);
-  add(rPc, R_ * 148);
-  if (ns > 2) add(rPc2, R_ * 148);
+  add(rPc, R_ * kQ4KPackedRowBytes);
+  if (ns > 2) add(rPc2, R_ * kQ4KPackedRowBytes);
   add(rPx, 4);
   add(rPw, kScratchPerSb);
   dec(rCnt);
@@ -318,14 +327,14 @@ void GemvQ4KAvx512::superblock(int ns) {
   vbroadcastss(zDY, ptr[rPx]);
   if (dsc_ >= 0) {
     for (int s = 0; s < ns; ++s) {
-      vcvtph2ps(zDd, rec(s, R_ * 144));  // d of rows 0..7, then dmin of rows 0..7
+      vcvtph2ps(zDd, rec(s, q4k_d_offset(R_)));  // d of rows 0..7, then dmin of rows 0..7
       vmulps(zDd, zDd, zDY);
       vmovaps(ptr[rsp + dsc_ + 64 * s], zDd);
     }
   }
   // One sequential stream per group (super-block records): the record's lines a fixed
   // distance ahead, a share before each row pair (a share per chunk measured the same).
-  const int lines = (R_ * 148 + 63) / 64;
+  const int lines = static_cast<int>((R_ * kQ4KPackedRowBytes + 63) / 64);
   for (int s = 0; s < ns; ++s)
     for (int p = 0; p < P_; ++p) {
       prefetch_share([&](int64_t off) { return rec(s, off); }, d_.prefetch, lines, p, P_);
@@ -364,18 +373,25 @@ void GemvQ4KAvx512::pair(int s, int p) {
     vpsrad(zIhi, zIhi, 4);
     vpaddd(zIlo, zIlo, zIhi);
   }
-  vpmovzxbd(zS, rec(s, R_ * 128 + 32 * p));
+  // Scales and mins (kernels/pack.h): sc = a & 63, m = (a >> 6 | (word h >> 4s) << 2) & 63.
+  const int64_t sc_at = q4k_scales_offset(R_) + kQ4KPairScaleBytes * p;
+  vpmovzxbd(zS, rec(s, sc_at));
+  vpsrld(zLo, zS, 6);
+  vpandd(zS, zS, ptr_b[rsp + cst_ + 64]);
   vpmulld(zIlo, zIlo, zS);
-  vpmovzxbd(zM, rec(s, R_ * 128 + 32 * p + 16));
+  vpbroadcastq(zM, rec(s, sc_at + 16));
+  vpsrlvd(zM, zM, ptr[rsp + cst_]);
+  vpslld(zM, zM, 2);
+  vpternlogd(zM, zLo, ptr_b[rsp + cst_ + 64], ternlog_imm([](int a, int b, int c) { return (a | b) & c; }));
   vpmulld(zM, zM, zBS);
   if (dsc_ >= 0) {
     vbroadcastsd(zDd, ptr[rsp + dsc_ + 64 * s + 8 * p]);
     vbroadcastsd(zDm, ptr[rsp + dsc_ + 64 * s + 32 + 8 * p]);
   } else {
-    vpbroadcastd(Ymm(zDd.getIdx()), rec(s, R_ * 144 + 4 * p));
+    vpbroadcastd(Ymm(zDd.getIdx()), rec(s, q4k_d_offset(R_) + 4 * p));
     vcvtph2ps(zDd, Ymm(zDd.getIdx()));
     vmulps(zDd, zDd, zDY);
-    vpbroadcastd(Ymm(zDm.getIdx()), rec(s, R_ * 144 + 2 * R_ + 4 * p));
+    vpbroadcastd(Ymm(zDm.getIdx()), rec(s, q4k_d_offset(R_) + 2 * R_ + 4 * p));
     vcvtph2ps(zDm, Ymm(zDm.getIdx()));
     vmulps(zDm, zDm, zDY);
   }

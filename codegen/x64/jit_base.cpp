@@ -4,6 +4,21 @@ namespace zenmoe::x64 {
 
 using namespace Xbyak;
 
+namespace {
+
+struct Q4KScaleConstants {
+  alignas(64) int32_t v[24];
+  Q4KScaleConstants() {
+    for (int l = 0; l < 16; ++l) v[l] = 4 * (l / 2);
+    for (int i = 16; i < 24; ++i) v[i] = 63;
+  }
+};
+const Q4KScaleConstants kQ4KScaleConstants;
+
+}  // namespace
+
+const int32_t* JitKernelBase::q4k_scale_constants() { return kQ4KScaleConstants.v; }
+
 Status JitKernelBase::seal() {
   if (!setProtectModeRE(false)) return Error{"cannot make generated code executable (mprotect failed)"};
   fn_ = getCode<GemvFn>();

@@ -52,6 +52,10 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
       if (f((i >> 2) & 1, (i >> 1) & 1, i & 1)) imm |= uint8_t(1u << i);
     return imm;
   }
+  // Q4_K (kernels/pack.h): 64 bytes, the dword right shift 4s of lane l = 2s + h that brings
+  // the high bits of its min (bits 4s..4s+3 of the pair's 32-bit word h, broadcast as a
+  // 64-bit pair of words) to the bottom of the lane; then 8 dwords of 63, the 6-bit mask.
+  static const int32_t* q4k_scale_constants();
   // Q6_K (kernels/pack.h): the last four codes of a sub-block, one per byte (0..63), from the
   // top bits of its three chunks a, b, c (registers or memory):
   //   dst = a >> 6 | (b >> 4 & 0x0C) | (c >> 2 & 0x30)
