@@ -190,7 +190,7 @@ void GemvQ4KAvx2::half_pair(int s, int p, int h) {
   vpslld(yS, yS, 2);
   vpor(yS, yS, yLo);
   vpand(yS, yS, ptr[rsp + cst() + 64]);
-  vpmulld(yS, yS, yBS[h]);
+  vpmaddwd(yS, yS, yBS[h]);  // m * bsum pair: both fit in 16 bits, the lanes' high words are 0 / sign
   vpbroadcastd(Xmm(yD.getIdx()), rec(s, d_at + 2 * R_ + 4 * p));
   vcvtph2ps(yD, Xmm(yD.getIdx()));
   vmulps(yD, yD, yDY);

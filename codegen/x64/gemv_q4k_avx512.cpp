@@ -383,7 +383,7 @@ void GemvQ4KAvx512::pair(int s, int p) {
   vpsrlvd(zM, zM, ptr[rsp + cst_]);
   vpslld(zM, zM, 2);
   vpternlogd(zM, zLo, ptr_b[rsp + cst_ + 64], ternlog_imm([](int a, int b, int c) { return (a | b) & c; }));
-  vpmulld(zM, zM, zBS);
+  vpmaddwd(zM, zM, zBS);  // m * bsum pair: both fit in 16 bits, the lanes' high words are 0 / sign
   if (dsc_ >= 0) {
     vbroadcastsd(zDd, ptr[rsp + dsc_ + 64 * s + 8 * p]);
     vbroadcastsd(zDm, ptr[rsp + dsc_ + 64 * s + 32 + 8 * p]);
