@@ -2,10 +2,10 @@
 // fast executor's MlaOp on one thread (the heads-in-lanes kernels for every cache type; BF16 in
 // bf16 pairs on AVX512_BF16 hosts). Heads 16 (the bench preset) and 64 (Kimi-K2), 16 positions
 // (mostly what a call costs besides its rows: query and output transposes, value sums zeroed),
-// 512 and 4096 positions. Two regimes: `stream` 0 keeps one cache resident between
-// iterations (L2 / L3), so the figure is the kernels' arithmetic rate; `stream` 1 rotates over
-// copies of it filling 64 MiB, as a model's layers do, so every iteration reads its cache from
-// memory. Counter: multiply-adds per second (scores over 576-wide rows plus values over 512
+// 512 and 4096 positions, and the shares of two ways to split 64 heads on 16 threads (below).
+// Two regimes: `stream` 0 keeps one cache resident between iterations (L2 / L3), so the figure
+// is the kernels' arithmetic rate; `stream` 1 rotates over copies of it filling 64 MiB, as a
+// model's layers do, so every iteration reads its cache from memory. Counter: multiply-adds per second (scores over 576-wide rows plus values over 512
 // columns, per head and position).
 // Also the F16 cache's row conversions of a 512-token prompt's rows (512 x 576 elements): to F16
 // when the rows are stored, back to F32 for the prompt-sized products, reference against
@@ -107,6 +107,13 @@ void Shapes(benchmark::internal::Benchmark* b) {
   for (int64_t stream : {0, 1})
     for (int64_t h : {16, 64})
       for (int64_t n : {16, 512, 4096}) b->Args({h, n, stream});
+  // One thread's share of Kimi-K2's 64 heads on 16 threads at 1024 positions: split by heads,
+  // 4 heads (a quarter-used vector) over all positions; split by vectors and positions, 16
+  // heads over a quarter of them.
+  for (int64_t stream : {0, 1}) {
+    b->Args({4, 1024, stream});
+    b->Args({16, 256, stream});
+  }
 }
 
 // round 1: F32 to F16 (store), 0: F16 to F32 (widen); fast 1: AVX-512, 0: the reference.

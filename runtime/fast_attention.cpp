@@ -129,25 +129,38 @@ void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, f
 
 bool MlaOp::prepare_split(int64_t T, int nth, const Tensor& pos) const {
   if (T != 1 || nth < 2 || sgemm_batch(T) || !(scale_ > 0.0f)) return false;
-  if (static_cast<int64_t>(pos.ci32()[0]) + 1 < kMlaSplitMinRows * nth) return false;
-  part_y_.resize(static_cast<size_t>(nth * H_ * R_));
-  part_max_.resize(static_cast<size_t>(nth * H_));
-  part_inv_.resize(static_cast<size_t>(nth * H_));
+  const int64_t rows = static_cast<int64_t>(pos.ci32()[0]) + 1, vectors = (H_ + 15) / 16;
+  const int64_t shares = std::min<int64_t>(nth / vectors, rows / kMlaSplitMinRows);  // per vector
+  if (rows >= kMlaSplitMinRows * nth) {  // every thread all heads over its positions
+    split_heads_ = H_;
+    split_shares_ = nth;
+  } else if (shares >= 2) {  // every thread one vector of heads over its positions
+    split_heads_ = 16;
+    split_shares_ = shares;
+  } else {
+    return false;
+  }
+  part_y_.resize(static_cast<size_t>(split_shares_ * H_ * R_));
+  part_max_.resize(static_cast<size_t>(split_shares_ * H_));
+  part_inv_.resize(static_cast<size_t>(split_shares_ * H_));
   return true;
 }
 
 void MlaOp::run_part(int tid, int nth, std::span<Tensor* const> in, AttentionScratch& sc) const {
+  (void)nth;  // prepare_split laid the shares out for it
   const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
-  const Range share = split_range(static_cast<int64_t>(pos.ci32()[0]) + 1, nth, tid);
-  float* inv = part_inv_.data() + tid * H_;
+  const int64_t p = tid % split_shares_, h0 = tid / split_shares_ * split_heads_;
+  if (h0 >= H_) return;  // more threads than groups times shares
+  const int64_t m = std::min(H_, h0 + split_heads_) - h0, at = p * H_ + h0;
+  const Range share = split_range(static_cast<int64_t>(pos.ci32()[0]) + 1, static_cast<int>(split_shares_), static_cast<int>(p));
+  float* inv = part_inv_.data() + at;
   if (share.begin >= share.end) {
-    std::fill(inv, inv + H_, 0.0f);
+    std::fill(inv, inv + m, 0.0f);
     return;
   }
-  sc.q.resize(static_cast<size_t>(H_ * W_));
-  gather_queries(q_lat, q_pe, 0, H_, sc.q.data());
-  decode_rows(H_, share.begin, share.end - share.begin, cache, part_y_.data() + tid * H_ * R_, sc,
-              part_max_.data() + tid * H_, inv);
+  sc.q.resize(static_cast<size_t>(m * W_));
+  gather_queries(q_lat, q_pe, h0, h0 + m, sc.q.data());
+  decode_rows(m, share.begin, share.end - share.begin, cache, part_y_.data() + at * R_, sc, part_max_.data() + at, inv);
 }
 
 // Share j of head h holds its values normalised by its own softmax sum l_j = 1 / inv_j after
@@ -155,19 +168,20 @@ void MlaOp::run_part(int tid, int nth, std::span<Tensor* const> in, AttentionScr
 // l_j * exp(m_j - M) / sum_k l_k * exp(m_k - M), M the largest m_j.
 void MlaOp::merge(int tid, int nth, Tensor& y) const {
   const Range heads = split_range(H_, nth, tid);
+  const int64_t shares = split_shares_;
   for (int64_t h = heads.begin; h < heads.end; ++h) {
     float M = -std::numeric_limits<float>::infinity();
-    for (int j = 0; j < nth; ++j)
+    for (int64_t j = 0; j < shares; ++j)
       if (part_inv_[static_cast<size_t>(j * H_ + h)] > 0.0f) M = std::max(M, part_max_[static_cast<size_t>(j * H_ + h)]);
-    auto weight = [&](int j) {
+    auto weight = [&](int64_t j) {
       const float inv = part_inv_[static_cast<size_t>(j * H_ + h)];
       return inv > 0.0f ? std::exp(part_max_[static_cast<size_t>(j * H_ + h)] - M) / inv : 0.0f;
     };
     float total = 0.0f;
-    for (int j = 0; j < nth; ++j) total += weight(j);
+    for (int64_t j = 0; j < shares; ++j) total += weight(j);
     float* out = y.f32() + h * R_;
     std::fill(out, out + R_, 0.0f);
-    for (int j = 0; j < nth; ++j) {
+    for (int64_t j = 0; j < shares; ++j) {
       const float w = weight(j) / total;
       if (w == 0.0f) continue;
       const float* part = part_y_.data() + (j * H_ + h) * R_;

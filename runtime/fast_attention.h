@@ -71,14 +71,18 @@ class MlaOp {
   // Caller thread: writes this batch's cache rows.
   void store(std::span<refexec::Tensor* const> in) const;
   // Caller thread, after store(): whether this batch runs split by cache positions (below) on
-  // nth threads, sizing the partial results if so. Decode of one token over at least
-  // kMlaSplitMinRows positions per thread, where the decode kernels run: every thread then reads
-  // only its share of the cache, for all heads (split by heads, every thread would read all of
-  // it; on CPUs with an L3 per core complex, each complex from memory).
+  // nth threads, sizing the partial results if so. Decode of one token, where the decode kernels
+  // run, over at least kMlaSplitMinRows positions per thread: every thread then reads only its
+  // share of the cache, for all heads (split by heads, every thread would read all of it; on
+  // CPUs with an L3 per core complex, each complex from memory). Over fewer positions, with
+  // more threads than vectors of 16 heads (64 heads on 16 threads: 4 vectors), each vector's
+  // positions are split into shares of at least kMlaSplitMinRows, one thread per vector and
+  // share: split by heads, every thread would walk all positions for a quarter-used vector.
   bool prepare_split(int64_t T, int nth, const refexec::Tensor& pos) const;
-  // Thread `tid` of `nth` over its share of the positions: scores for every head, softmax within
-  // the share, partial values. Then, once all threads are done, merge() on each thread's heads
-  // rescales the partial results by their softmax sums and maxima and adds them into y.
+  // Thread `tid` of `nth` over its share of the positions: scores for its heads (all, or one
+  // vector of 16), softmax within the share, partial values. Then, once all threads are done,
+  // merge() on each thread's heads rescales the partial results by their softmax sums and
+  // maxima and adds them into y.
   void run_part(int tid, int nth, std::span<refexec::Tensor* const> in, AttentionScratch& scratch) const;
   void merge(int tid, int nth, refexec::Tensor& y) const;
   // Thread `tid` of `nth`: its share of the (token, head) rows.
@@ -130,9 +134,12 @@ class MlaOp {
   bool avx512_ = false;  // the target allows AVX-512 (the decode kernels)
   bool bf16_pairs_ = false;  // the decode kernels take the bf16 dot form
   mutable std::vector<float> widened_;  // F16 / BF16 cache rows as F32 for the SGEMM path
-  // Split decode, per thread j and head h: partial values part_y_[(j * H + h) * R ...], the
-  // scaled score maximum part_max_[j * H + h] and 1 / (softmax sum) part_inv_[j * H + h] of
-  // thread j's positions (part_inv_ 0: no positions).
+  // Split decode: heads per thread (H, or 16) and position shares per head. Thread t takes
+  // heads from t / split_shares_ * split_heads_ and share j = t % split_shares_; per share j and
+  // head h: partial values part_y_[(j * H + h) * R ...], the scaled score maximum
+  // part_max_[j * H + h] and 1 / (softmax sum) part_inv_[j * H + h] of the share's positions
+  // (part_inv_ 0: no positions).
+  mutable int64_t split_heads_ = 0, split_shares_ = 0;
   mutable std::vector<float> part_y_, part_max_, part_inv_;
   // The m query rows in sc.q against cache rows [j0, j0 + n) with the decode kernels: scores,
   // softmax over those rows, values into y (m rows of R). When smax / inv are given, row k's

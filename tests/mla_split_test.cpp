@@ -2,6 +2,7 @@
 // across threads (each share's softmax and values, then a merge per head), equals the attention
 // split by heads for every cache type, up to summation order (and, for BF16, the rounding of
 // each share's probabilities). Short contexts, single threads and prompt batches do not split.
+// With more threads than vectors of 16 heads, shorter contexts split each vector's positions.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -18,9 +19,9 @@ using namespace mla_cache_test;
 
 // The split run of a one-token batch, stored first as attend() does.
 std::vector<float> attend_split(const MlaOp& op, Batch& b, Cache& cache, int nth) {
-  std::vector<float> y(static_cast<size_t>(kR * kHeads), std::nanf(""));
+  std::vector<float> y(static_cast<size_t>(kR * b.heads), std::nanf(""));
   Tensor ty;
-  Batch::wrap(ty, y.data(), {kR, kHeads, 1});
+  Batch::wrap(ty, y.data(), {kR, b.heads, 1});
   Tensor* in[] = {&b.tq_lat, &b.tq_pe, &b.tc, &b.tk_pe, &cache.t, &b.tpos};
   op.store(in);
   EXPECT_TRUE(op.prepare_split(1, nth, b.tpos));
@@ -71,6 +72,45 @@ TEST(MlaSplit, EqualsTheHeadSplitForEveryCacheType) {
       }
     }
   }
+}
+
+// 40 heads (three vectors of 16, the last partly used) on 6 and 7 threads: two shares of
+// positions per vector from 2 * kMlaSplitMinRows positions (the seventh thread idle), each
+// thread all positions for all heads below that; on 4 threads no share of its own until
+// 4 * kMlaSplitMinRows positions, where every thread takes all heads.
+TEST(MlaSplit, VectorsOfHeadsSplitByPositionsWhenThreadsOutnumberThem) {
+  const isa::Target host{isa::host_level(), isa::host_tuning()};
+  if (host.level < isa::IsaLevel::kAvx512) GTEST_SKIP() << "the decode kernels need AVX-512";
+  constexpr int64_t kHeads40 = 40;
+  ir::Node node;
+  const ir::Graph g = attention_graph(&node, kHeads40);
+  auto op = MlaOp::create(node, g, host, KvCacheType::F16, 6);
+  ASSERT_TRUE(op.has_value()) << op.error();
+  Cache cache(GgmlType::F16);
+  std::mt19937 rng(91);
+  int64_t p0 = 0;
+  for (; p0 + 64 <= 2 * kMlaSplitMinRows - 1; p0 += 64) {
+    Batch b(p0, 64, rng, kHeads40);
+    attend(**op, b, cache, 2);
+  }
+  for (; p0 < 2 * kMlaSplitMinRows - 1; ++p0) {
+    Batch b(p0, 1, rng, kHeads40);
+    attend(**op, b, cache, 2);
+  }
+  EXPECT_FALSE((*op)->prepare_split(1, 6, Batch(p0 - 1, 1, rng, kHeads40).tpos)) << "one share per vector";
+  for (int step = 0; step < 3; ++step, ++p0) {  // 256, 257 and 258 positions
+    for (int nth : {6, 7}) {
+      Batch b(p0, 1, rng, kHeads40);
+      const std::vector<float> by_heads = attend(**op, b, cache, nth);
+      const std::vector<float> by_rows = attend_split(**op, b, cache, nth);
+      const double d = max_abs_diff(by_heads, by_rows);
+      std::printf("[mla split] 40 heads, %d threads, %lld positions: max difference %.3e\n", nth,
+                  static_cast<long long>(p0 + 1), d);
+      EXPECT_LE(d, 2e-6) << nth << " threads";
+    }
+    EXPECT_FALSE((*op)->prepare_split(1, 4, Batch(p0, 1, rng, kHeads40).tpos)) << "4 threads, 3 vectors";
+  }
+  EXPECT_TRUE((*op)->prepare_split(1, 4, Batch(4 * kMlaSplitMinRows - 1, 1, rng, kHeads40).tpos));
 }
 
 TEST(MlaSplit, OnlyLongSingleTokenBatchesSplit) {
