@@ -60,17 +60,18 @@ const char* out_name(OutType o) {
 bool activation_for(GgmlType w, GgmlType* act) {
   switch (w) {
     case GgmlType::Q4_K: case GgmlType::Q5_K: case GgmlType::Q6_K: *act = GgmlType::Q8_K; return true;
-    case GgmlType::Q4_0: case GgmlType::Q8_0: *act = GgmlType::Q8_0; return true;
+    case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: *act = GgmlType::Q8_0; return true;
     case GgmlType::F16: case GgmlType::BF16: case GgmlType::F32: *act = w; return true;
     default: return false;
   }
 }
 
 // The generators that honour a prefetch stride above 64: the AVX-512 row-per-lane GEMV
-// (codegen/x64/gemv_rows16_avx512.cpp) for the plain formats, and for Q8_0 / Q4_0 from VNNI up.
+// (codegen/x64/gemv_rows16_avx512.cpp) for the plain formats, and for Q8_0 / Q4_0 / Q5_0 from
+// VNNI up.
 bool strided_prefetch_kernel(GgmlType weight, isa::IsaLevel level) {
   const bool plain = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16;
-  const bool int8 = weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0;
+  const bool int8 = weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0 || weight == GgmlType::Q5_0;
   return (plain && level >= isa::IsaLevel::kAvx512) || (int8 && level >= isa::IsaLevel::kAvx512Vnni);
 }
 bool strided_prefetch_kernel(const KernelDesc& d) {
@@ -82,7 +83,8 @@ bool multi_stream_kernel(GgmlType weight, KernelOp op, isa::IsaLevel level) {
   if (is_gemm(op)) return false;
   const bool plain = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16;
   return (weight == GgmlType::Q4_K && level >= isa::IsaLevel::kAvx2) ||
-         ((weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0 || weight == GgmlType::Q5_K) &&
+         ((weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0 || weight == GgmlType::Q5_0 ||
+           weight == GgmlType::Q5_K) &&
           level >= isa::IsaLevel::kAvx512Vnni) ||
          (plain && level >= isa::IsaLevel::kAvx512);
 }
@@ -155,7 +157,8 @@ Status validate(const KernelDesc& d) {
   if (d.cols <= 0 || d.cols % g->block_elems != 0 || d.cols > (1 << 20))
     return Error{name + ": K = " + std::to_string(d.cols) + " is not a positive multiple of " +
                  std::to_string(g->block_elems) + " up to 2^20"};
-  const bool rows16 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0 || d.weight == GgmlType::Q5_K ||
+  const bool rows16 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0 || d.weight == GgmlType::Q5_0 ||
+                      d.weight == GgmlType::Q5_K ||
                       d.weight == GgmlType::Q6_K ||
                       d.weight == GgmlType::F32 || d.weight == GgmlType::F16 || d.weight == GgmlType::BF16;
   if (rows16 && d.row_block != 16)
@@ -178,7 +181,7 @@ Status validate(const KernelDesc& d) {
     return Error{name + ": " + std::to_string(d.streams) + " streams is not 1, 2 or 4"};
   if (d.streams != 1 && !multi_stream_kernel(d))
     return Error{name + ": only the Q4_K GEMV and gate+up kernels (AVX2 and up), the AVX-512 VNNI "
-                        "Q8_0, Q4_0 and Q5_K GEMVs and the AVX-512 F32, F16 and BF16 GEMVs stream "
+                        "Q8_0, Q4_0, Q5_0 and Q5_K GEMVs and the AVX-512 F32, F16 and BF16 GEMVs stream "
                         "several row groups side by side"};
   if (d.version != kGeneratorVersion)
     return Error{name + ": generator version " + std::to_string(d.version) + " is not " +
@@ -266,7 +269,7 @@ int prefetch_stride(GgmlType weight, isa::Target target) {
   // thread and four rounds 0.99-1.22x (median 1.19) at 2, Kimi expert gate and down shapes
   // and the bench expert's (bench kernels --formats q4_0 --regimes dram).
   const bool sparse = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16 ||
-                      weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0;
+                      weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0 || weight == GgmlType::Q5_0;
   return sparse && strided_prefetch_kernel(weight, target.level) && !every_line_prefetch(weight, target) ? 1024 : 0;
 }
 

@@ -34,8 +34,12 @@
 //       code of weight 16+4c+t, codes 0..15 unbiased) and d [16 rows] f16.
 //       Codes and scales side by side in one stream: a separate scale region read alongside
 //       the codes streamed 20-35 % slower from DRAM.
-//   In both, an even block's record holds its codes, then d; an odd block's holds d, then
-//   its codes. A record is 8.5 (4.5) cache lines, so codes after d in every record would put
+// Q5_0: one 352-byte record per block (22 bytes a row, as in the GGUF): the Q4_0 codes of the
+//       low four bits, then the fifth bits [16 rows][4 bytes] (bit c of byte t: weight 4c+t,
+//       bit 4+c: weight 16+4c+t; one shift and a mask put chunk c's into bit 4 of each byte),
+//       then d [16 rows] f16. Codes 0..31, unbiased (the weight is code - 16).
+//   In all three, an even block's record holds its codes (and fifth bits), then d; an odd
+//   block's holds d, then its codes. A record is 8.5 (4.5, 5.5) cache lines, so codes after d in every record would put
 //   every other block's code chunks across two lines each; this way every chunk is one
 //   aligned line. L2-resident AVX-512 GEMV at 1 thread, Kimi and bench expert shapes (bench
 //   kernels --formats q8_0,q4_0 --regimes l2,dram, two rounds): Q8_0 136-141 -> 163-169
@@ -88,9 +92,11 @@ inline constexpr int64_t q4k_scales_offset(int64_t R) { return R * 128; }
 inline constexpr int64_t q4k_d_offset(int64_t R) { return R * 128 + R / 2 * kQ4KPairScaleBytes; }
 static_assert(q4k_d_offset(8) + 4 * 8 == 8 * kQ4KPackedRowBytes);
 
-// Q8_0 / Q4_0 row-block-16 records (see the layout above): the code bytes of a record, and the
-// whole record (codes and the 16 rows' d).
-inline constexpr int64_t rows16_code_bytes(GgmlType f) { return f == GgmlType::Q8_0 ? 512 : 256; }
+// Q8_0 / Q4_0 / Q5_0 row-block-16 records (see the layout above): the code bytes of a record
+// (Q5_0: with its fifth bits), and the whole record (codes and the 16 rows' d).
+inline constexpr int64_t rows16_code_bytes(GgmlType f) {
+  return f == GgmlType::Q8_0 ? 512 : f == GgmlType::Q5_0 ? 320 : 256;
+}
 inline constexpr int64_t rows16_record_bytes(GgmlType f) { return rows16_code_bytes(f) + 32; }
 // Offsets inside the record of block b (by b's parity, see the layout above): codes, and d.
 inline constexpr int64_t rows16_codes_in_record(int64_t b) { return b % 2 == 0 ? 0 : 32; }

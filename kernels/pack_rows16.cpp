@@ -54,6 +54,31 @@ void pack_q4_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
   }
 }
 
+// Q5_0: the low four bits of the codes as Q4_0's, their fifth bits after them (kernels/pack.h);
+// the kernel subtracts 16 * sum(x) per block.
+void pack_q5_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
+  const int64_t nb = nblocks(L);
+  for (int64_t r = 0; r < L.rows; ++r) {
+    uint8_t* g = dst + (r / R) * L.group_stride;
+    const int64_t i = r % R;
+    for (int64_t b = 0; b < nb; ++b) {
+      BlockQ5_0 blk;
+      std::memcpy(&blk, src + (r * nb + b) * sizeof blk, sizeof blk);
+      uint32_t qh;
+      std::memcpy(&qh, blk.qh, 4);  // bit j: the fifth bit of weight j (spec §2.3)
+      uint8_t* codes = g + codes_at(GgmlType::Q5_0, b);
+      for (int c = 0; c < 4; ++c)
+        for (int t = 0; t < 4; ++t) {
+          const int lo = 4 * c + t;
+          codes[64 * c + 4 * i + t] = blk.qs[lo];  // weight lo low nibble, 16 + lo high
+          codes[256 + 4 * i + t] = static_cast<uint8_t>(codes[256 + 4 * i + t] | ((qh >> lo) & 1) << c |
+                                                        ((qh >> (16 + lo)) & 1) << (4 + c));
+        }
+      std::memcpy(g + d_at(GgmlType::Q5_0, b) + i * 2, &blk.d, 2);
+    }
+  }
+}
+
 // Byte offset of element (row i of the group, column k) in a plain-format group: F32 and F16
 // column-major, BF16 in column pairs (kernels/pack.h).
 int64_t plain_offset(GgmlType f, int64_t i, int64_t k) {
@@ -103,6 +128,25 @@ float dot_q4_0(const PackLayout& L, const uint8_t* g, int64_t i, const BlockQ8_0
   return sum;
 }
 
+float dot_q5_0(const PackLayout& L, const uint8_t* g, int64_t i, const BlockQ8_0* x) {
+  const int64_t nb = nblocks(L);
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* codes = g + codes_at(GgmlType::Q5_0, b);
+    int32_t isum = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int c = j / 4, t = j % 4;
+      const uint8_t byte = codes[64 * c + 4 * i + t], high = codes[256 + 4 * i + t];
+      const int lo = (byte & 0x0F) | ((high >> c) & 1) << 4, hi = (byte >> 4) | ((high >> (4 + c)) & 1) << 4;
+      isum += (lo - 16) * x[b].qs[j] + (hi - 16) * x[b].qs[j + 16];
+    }
+    uint16_t d;
+    std::memcpy(&d, g + d_at(GgmlType::Q5_0, b) + i * 2, 2);
+    sum += (ref::fp16_to_fp32(d) * ref::fp16_to_fp32(x[b].d)) * float(isum);
+  }
+  return sum;
+}
+
 float plain_value(GgmlType f, const uint8_t* p) {
   if (f == GgmlType::F32) {
     float v;
@@ -126,14 +170,15 @@ float dot_plain(const PackLayout& L, const uint8_t* g, int64_t i, const uint8_t*
 }  // namespace
 
 bool rows16_format(GgmlType f) {
-  return f == GgmlType::Q8_0 || f == GgmlType::Q4_0 || f == GgmlType::F32 || f == GgmlType::F16 ||
-         f == GgmlType::BF16;
+  return f == GgmlType::Q8_0 || f == GgmlType::Q4_0 || f == GgmlType::Q5_0 || f == GgmlType::F32 ||
+         f == GgmlType::F16 || f == GgmlType::BF16;
 }
 
 int64_t rows16_group_bytes(GgmlType f, int64_t cols) {
   switch (f) {
     case GgmlType::Q8_0:
-    case GgmlType::Q4_0: return cols / kQK * rows16_record_bytes(f);
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0: return cols / kQK * rows16_record_bytes(f);
     case GgmlType::F32: return cols * R * 4;
     case GgmlType::F16: return cols * R * 2;
     case GgmlType::BF16: return (cols + 1) / 2 * R * 4;
@@ -145,6 +190,7 @@ void rows16_pack(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
   switch (L.format) {
     case GgmlType::Q8_0: pack_q8_0(L, src, dst); break;
     case GgmlType::Q4_0: pack_q4_0(L, src, dst); break;
+    case GgmlType::Q5_0: pack_q5_0(L, src, dst); break;
     default: pack_plain(L, src, dst); break;
   }
 }
@@ -153,6 +199,7 @@ float rows16_dot(const PackLayout& L, const uint8_t* group, int64_t i, const voi
   switch (L.format) {
     case GgmlType::Q8_0: return dot_q8_0(L, group, i, static_cast<const BlockQ8_0*>(x));
     case GgmlType::Q4_0: return dot_q4_0(L, group, i, static_cast<const BlockQ8_0*>(x));
+    case GgmlType::Q5_0: return dot_q5_0(L, group, i, static_cast<const BlockQ8_0*>(x));
     default: return dot_plain(L, group, i, static_cast<const uint8_t*>(x));
   }
 }

@@ -42,7 +42,8 @@ struct PackRequest {
   PackKind kind = PackKind::kWeights;
   std::string gate, up;    // kGateUp: the two GGUF tensors (rows = 2 x their rows)
   GgmlType source = GgmlType::F32;  // format in the GGUF file
-  GgmlType packed = GgmlType::F32;  // format the kernels read (Q5_0 becomes Q8_0, exactly)
+  GgmlType packed = GgmlType::F32;  // format the kernels read (below AVX-512 VNNI Q5_0 becomes
+                                    // Q8_0, exactly)
   int32_t row_block = 16;
   int64_t rows = 0, cols = 0, n_mats = 1;
   uint64_t mat_stride = 0;  // bytes per packed matrix (PackLayout::total_bytes)

@@ -40,7 +40,8 @@ namespace zenmoe::plan {
 // 7: odd Q8_0 and Q4_0 block records hold d before the codes.
 // 8: Q6_K (Q5_K) sub-blocks are three (five) chunks of codes whose top bits carry the last codes.
 // 9: Q4_K records hold 144 bytes per row: scales and mins 12 bits per (row, sub-block).
-inline constexpr uint32_t kPlanVersion = 9;
+// 10: Q5_0 weights are packed as Q5_0 (22 bytes per block and row) on AVX-512 VNNI targets.
+inline constexpr uint32_t kPlanVersion = 10;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 
 // How a tensor's matrices were packed (kernels/pack.h).

@@ -84,7 +84,7 @@ TEST(BenchModelCli, JsonHasRequiredFields) {
     }
     // Weight bytes per op kind: the products' repacked matrices, k_used experts for routed
     // ops. Their sum is the GGUF's active bytes give or take the layouts (the embedding row
-    // is not a product; Q5_0 matrices are read as Q8_0, 1.5x).
+    // is not a product; below AVX-512 VNNI Q5_0 matrices are read as Q8_0, 1.5x).
     ASSERT_TRUE(o.contains("profile_decode_weight_bytes")) << o.dump();
     const nlohmann::json& bytes = o["profile_decode_weight_bytes"];
     ASSERT_TRUE(bytes.is_object() && bytes.contains("matmul") && bytes.contains("gate_up_swiglu_id")) << bytes.dump();

@@ -95,12 +95,12 @@ std::vector<IsaLevel> q4k_levels() {
 INSTANTIATE_TEST_SUITE_P(Host, Q4KGemv, ::testing::ValuesIn(q4k_levels()),
                          [](const ::testing::TestParamInfo<IsaLevel>& i) { return std::string(isa::level_name(i.param)); });
 
-// Row-per-lane formats: Q8_0 and Q4_0 (K a multiple of 32) and the plain float formats.
+// Row-per-lane formats: Q8_0, Q4_0 and Q5_0 (K a multiple of 32) and the plain float formats.
 using FormatLevel = std::pair<GgmlType, IsaLevel>;
 class Rows16Gemv : public ::testing::TestWithParam<FormatLevel> {};
 
 std::vector<int64_t> legal_ks(GgmlType f) {
-  if (f == GgmlType::Q8_0 || f == GgmlType::Q4_0) return {32, 96, 256, 2048, 7168, 18432};
+  if (f == GgmlType::Q8_0 || f == GgmlType::Q4_0 || f == GgmlType::Q5_0) return {32, 96, 128, 256, 2048, 7168, 18432};
   if (f == GgmlType::Q5_K || f == GgmlType::Q6_K) return {256, 512, 2048, 7168, 18432};
   return {1, 7, 16, 33, 256, 2048, 7168};
 }
@@ -134,7 +134,7 @@ TEST_P(Rows16Gemv, PrefetchStrides) {
   const auto [f, level] = GetParam();
   const KernelDesc probe = GemvTester().format(f).isa(level).cols(256).prefetch(4096).prefetch_stride(1024).desc();
   const bool strided = (f == GgmlType::F32 || f == GgmlType::F16 || f == GgmlType::BF16) ? level >= IsaLevel::kAvx512
-                       : (f == GgmlType::Q8_0 || f == GgmlType::Q4_0)                  ? level >= IsaLevel::kAvx512Vnni
+                       : (f == GgmlType::Q8_0 || f == GgmlType::Q4_0 || f == GgmlType::Q5_0) ? level >= IsaLevel::kAvx512Vnni
                                                                                         : false;
   if (!strided) {
     // The other kernels prefetch every line: a larger stride is refused, not silently ignored.
@@ -156,7 +156,7 @@ TEST_P(Rows16Gemv, Streams) {
   const auto [f, level] = GetParam();
   const KernelDesc probe = GemvTester().format(f).isa(level).cols(256).streams(2).desc();
   const bool plain = f == GgmlType::F32 || f == GgmlType::F16 || f == GgmlType::BF16;
-  const bool streams = f == GgmlType::Q8_0 || f == GgmlType::Q4_0 || f == GgmlType::Q5_K;
+  const bool streams = f == GgmlType::Q8_0 || f == GgmlType::Q4_0 || f == GgmlType::Q5_0 || f == GgmlType::Q5_K;
   if (!((streams && level >= IsaLevel::kAvx512Vnni) || (plain && level >= IsaLevel::kAvx512))) {
     EXPECT_NE(validate(probe).message().find("side by side"), std::string::npos) << validate(probe).message();
     return;
@@ -177,7 +177,8 @@ TEST_P(Rows16Gemv, Streams) {
 
 std::vector<FormatLevel> rows16_variants() {
   std::vector<FormatLevel> out;
-  for (GgmlType f : {GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F32, GgmlType::F16, GgmlType::BF16})
+  for (GgmlType f : {GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::F32,
+                     GgmlType::F16, GgmlType::BF16})
     for (const auto& v : variants(f)) out.push_back(v);
   return out;
 }

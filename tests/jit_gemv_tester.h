@@ -139,18 +139,23 @@ inline void fill_q4k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
   }
 }
 
-// Q8_0 (int8 codes) and Q4_0 (nibbles) blocks of 32.
+// Q8_0 (int8 codes), Q4_0 (nibbles) and Q5_0 (fifth bits, then nibbles) blocks of 32.
+inline size_t q32_block_bytes(GgmlType f) {
+  return f == GgmlType::Q8_0 ? sizeof(BlockQ8_0) : f == GgmlType::Q5_0 ? sizeof(BlockQ5_0) : sizeof(BlockQ4_0);
+}
 inline void fill_q32(GgmlType f, Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.0005f, 0.05f);
-  const size_t bs = f == GgmlType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  const size_t bs = q32_block_bytes(f);
   for (int64_t i = 0; i < nb; ++i) {
     uint8_t* blk = out + i * bs;
     uint16_t d = ref::fp32_to_fp16(scale(rng));
     for (size_t j = 2; j < bs; ++j) {
       int v = byte(rng);
-      if (data == Data::kExtreme) v = f == GgmlType::Q8_0 ? ((j % 2) ? 0x80 : 0x7F) : 0xFF;  // -128 / 127, code 15
-      if (data == Data::kAdversarial) v = f == GgmlType::Q8_0 ? 0x7F : 0x00;                 // 127, code 0 (= -8)
+      // Q8_0 -128 / 127; Q4_0 code 15; Q5_0 code 31
+      if (data == Data::kExtreme) v = f == GgmlType::Q8_0 ? ((j % 2) ? 0x80 : 0x7F) : 0xFF;
+      // Q8_0 127; Q4_0 code 0 (= -8); Q5_0 code 0 (= -16)
+      if (data == Data::kAdversarial) v = f == GgmlType::Q8_0 ? 0x7F : 0x00;
       if (data == Data::kExact && f == GgmlType::Q8_0) v = (v % 16) - 8;                        // small codes
       blk[j] = static_cast<uint8_t>(v);
     }
@@ -298,7 +303,8 @@ inline void GemvTester::make_weights(std::mt19937& rng, std::vector<uint8_t>* w)
   if (format_ == GgmlType::Q4_K) return fill_q4k(data_, rng, nb, w->data());
   if (format_ == GgmlType::Q5_K) return fill_q5k(data_, rng, nb, w->data());
   if (format_ == GgmlType::Q6_K) return fill_q6k(data_, rng, nb, w->data());
-  if (format_ == GgmlType::Q8_0 || format_ == GgmlType::Q4_0) return fill_q32(format_, data_, rng, nb, w->data());
+  if (format_ == GgmlType::Q8_0 || format_ == GgmlType::Q4_0 || format_ == GgmlType::Q5_0)
+    return fill_q32(format_, data_, rng, nb, w->data());
   std::vector<float> f(static_cast<size_t>(rows_ * cols_));
   for (int64_t i = 0; i < rows_ * cols_; ++i) f[static_cast<size_t>(i)] = plain_sample(data_, rng, i);
   ref::quantize_row(format_, f.data(), w->data(), rows_ * cols_);
@@ -361,7 +367,7 @@ inline double q4k_terms(const uint8_t* wrow, const uint8_t* x, int64_t nb) {
 }
 
 inline double q32_terms(GgmlType f, const uint8_t* wrow, const uint8_t* x, int64_t nb) {
-  const size_t bs = f == GgmlType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  const size_t bs = q32_block_bytes(f);
   double T = 0.0;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* w = wrow + b * bs;
@@ -370,9 +376,17 @@ inline double q32_terms(GgmlType f, const uint8_t* wrow, const uint8_t* x, int64
     uint16_t dw;
     std::memcpy(&dw, w, 2);
     double s = 0.0;
+    uint32_t qh = 0;  // Q5_0: the fifth bits (spec §2.3)
+    if (f == GgmlType::Q5_0) std::memcpy(&qh, w + 2, 4);
     for (int j = 0; j < 32; ++j) {
-      const int q = f == GgmlType::Q8_0 ? int(int8_t(w[2 + j]))
-                                        : (j < 16 ? (w[2 + j] & 0x0F) : (w[2 + j - 16] >> 4)) - 8;
+      int q = 0;
+      if (f == GgmlType::Q8_0) {
+        q = int8_t(w[2 + j]);
+      } else {
+        const uint8_t* qs = w + (f == GgmlType::Q5_0 ? 6 : 2);
+        const int nibble = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+        q = f == GgmlType::Q5_0 ? (nibble | int((qh >> j) & 1) << 4) - 16 : nibble - 8;
+      }
       s += std::abs(q * a.qs[j]);
     }
     T += std::abs(double(ref::fp16_to_fp32(dw)) * double(ref::fp16_to_fp32(a.d))) * s;
@@ -400,7 +414,7 @@ inline double GemvTester::error_bound(const uint8_t* wrow, const uint8_t* x) con
     case GgmlType::Q4_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q4k_terms(wrow, x, cols_ / kQK_K);
     case GgmlType::Q5_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q5k_terms(wrow, x, cols_ / kQK_K);
     case GgmlType::Q6_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q6k_terms(wrow, x, cols_ / kQK_K);
-    case GgmlType::Q8_0: case GgmlType::Q4_0:
+    case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0:
       return 2.0 * double(cols_ / kQK + 14) * u * q32_terms(format_, wrow, x, cols_ / kQK);
     default: return 2.0 * double(cols_ / 4 + 14) * u * plain_terms(format_, wrow, x, cols_);
   }

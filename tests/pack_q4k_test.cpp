@@ -73,6 +73,35 @@ TEST(PackQ4K, Errors) {
   EXPECT_FALSE(gemv_packed_ref(*L, nullptr, nullptr, y, 0, 5).is_ok());
 }
 
+// Spec §2.3 Q5_0 example block: 352-byte records (22 bytes a row, as in the GGUF), the fifth
+// bits where the kernels take them, and packed reference == reference.
+TEST(PackRows16, Q5_0SpecBlock) {
+  const uint8_t blk[22] = {0x00, 0x38, 0x5a, 0xa5, 0xf0, 0xf0, 0xf0, 0xe1, 0xd2, 0xc3, 0xb4,
+                           0xa5, 0x96, 0x87, 0x78, 0x69, 0x5a, 0x4b, 0x3c, 0x2d, 0x1e, 0x0f};
+  EXPECT_EQ(rows16_record_bytes(GgmlType::Q5_0), 352);
+  std::vector<float> xf(32), want(32);
+  ref::dequantize_row(GgmlType::Q5_0, blk, want.data(), 32);
+  EXPECT_EQ(want[0], -8.0f);
+  EXPECT_EQ(want[16], -0.5f);
+  for (int i = 0; i < 32; ++i) xf[i] = float(i % 5) - 2.0f;
+  BlockQ8_0 xq;
+  ref::quantize_row(GgmlType::Q8_0, xf.data(), &xq, 32);
+  Expected<PackedWeights> p = pack_weights(GgmlType::Q5_0, 16, blk, sizeof blk, 1, 32);
+  ASSERT_TRUE(p.has_value()) << p.error();
+  EXPECT_EQ(p->layout.group_stride, 384);  // one record, rounded up to a cache line
+  // Row 0's fifth bits: bit c of byte t is weight 4c+t's, bit 4+c weight 16+4c+t's.
+  const uint32_t qh = 0xF0F0A55A;
+  for (int t = 0; t < 4; ++t) {
+    int byte = 0;
+    for (int c = 0; c < 4; ++c)
+      byte |= int((qh >> (4 * c + t)) & 1) << c | int((qh >> (16 + 4 * c + t)) & 1) << (4 + c);
+    EXPECT_EQ(p->group(0)[256 + t], byte) << t;
+  }
+  float y = 0.0f;
+  ASSERT_TRUE(gemv_packed_ref(p->layout, p->data.get(), &xq, &y, 0, 1).is_ok());
+  EXPECT_EQ(y, ref::vec_dot_row(GgmlType::Q5_0, blk, &xq, 32));
+}
+
 }  // namespace
 }  // namespace zenmoe
 

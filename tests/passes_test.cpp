@@ -482,5 +482,30 @@ TEST_F(FusedFast, PlanOfFusedGraphLoadsAndGivesTheSameLogits) {
   EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1);
 }
 
+// Q5_0 matrices (deepseek2's attn_k_b in Q4_K_S files) keep their 22 bytes per block where
+// the Q5_0 kernel runs (AVX-512 VNNI and up) and become Q8_0 (34 bytes, the same integers)
+// below it.
+TEST(PackRequests, Q5_0StaysQ5_0FromAvx512Vnni) {
+  testing::TinySpec s = q8_spec();
+  s.kb_type = GgmlType::Q5_0;
+  s.nope = 32;  // k_b rows of 32: whole blocks
+  auto g = ir::build_graph(testing::tiny_info(s));
+  ASSERT_TRUE(g.has_value()) << g.error();
+  for (isa::IsaLevel level : {isa::IsaLevel::kAvx2, isa::IsaLevel::kAvx512, isa::IsaLevel::kAvx512Vnni,
+                              isa::IsaLevel::kAvx512Bf16}) {
+    const bool own = level >= isa::IsaLevel::kAvx512Vnni;
+    int k_b = 0;
+    for (const PackRequest& r : pack_requests(*g, {level, isa::Tuning::kGeneric})) {
+      if (r.source != GgmlType::Q5_0) continue;
+      ++k_b;
+      EXPECT_EQ(r.packed, own ? GgmlType::Q5_0 : GgmlType::Q8_0) << r.name << " " << isa::level_name(level);
+      EXPECT_EQ(r.mat_stride, static_cast<uint64_t>((r.cols / 32 * (own ? 352 : 544) + 63) / 64 * 64 *
+                                                    ((r.rows + 15) / 16)))
+          << r.name;
+    }
+    EXPECT_EQ(k_b, s.layers) << isa::level_name(level);
+  }
+}
+
 }  // namespace
 }  // namespace zenmoe

@@ -1,9 +1,11 @@
-// GEMV for the row-block-16 layouts of kernels/pack.h (Q8_0, Q4_0, F32, F16, BF16): the 16
+// GEMV for the row-block-16 layouts of kernels/pack.h (Q8_0, Q4_0, Q5_0, F32, F16, BF16): the 16
 // rows of a group are the 16 lanes of a zmm register, so no horizontal reduction is ever
 // needed and each activation element (or dword of 4 int8) is a broadcast memory operand.
-//   Q8_0 / Q4_0 x Q8_0: vpdpbusd of the unsigned packed codes (q + 128, resp. the 4-bit code)
-//     with the broadcast activation dword; the bias times sum(x) is subtracted per block
-//     (precomputed once per call), then acc += float(isum) * (d_w * d_x), lane = row.
+//   Q8_0 / Q4_0 / Q5_0 x Q8_0: vpdpbusd of the unsigned packed codes (q + 128, resp. the 4-bit
+//     or 5-bit code) with the broadcast activation dword; the bias times sum(x) is subtracted
+//     per block (precomputed once per call), then acc += float(isum) * (d_w * d_x), lane = row.
+//     Q5_0 puts each chunk's fifth bits into bit 4 of its codes' bytes: a shift, a mask and a
+//     vpternlogd per half chunk.
 //   F32 / F16: acc += w[k][rows] * x[k], four accumulators (k mod 4) for FMA latency; f16
 //     activations are widened to f32 once per call.
 //   BF16 (column pairs, one 64-byte load per pair): with AVX512_BF16 one vdpbf16ps per pair
@@ -51,7 +53,7 @@ class GemvRows16 : public JitKernelBase {
   const Zmm zM0F = zmm11, zMF0 = zmm12;
   const Zmm zHiMask = zmm7;  // BF16 below AVX512_BF16: 0xFFFF0000 per lane (zI is a quant register)
 
-  bool quant() const { return fmt_ == GgmlType::Q8_0 || fmt_ == GgmlType::Q4_0; }
+  bool quant() const { return fmt_ == GgmlType::Q8_0 || fmt_ == GgmlType::Q4_0 || fmt_ == GgmlType::Q5_0; }
   int64_t nblocks() const { return d_.cols / 32; }
   int code_bytes() const { return static_cast<int>(rows16_code_bytes(fmt_)); }
   int record_bytes() const { return static_cast<int>(rows16_record_bytes(fmt_)); }
@@ -106,7 +108,7 @@ void GemvRows16::generate() {
   mov(rW, qword[rArgs + kArgW]);
   mov(eax, 0x0F0F0F0F);
   vpbroadcastd(zM0F, eax);
-  mov(eax, 0xF0F0F0F0);
+  mov(eax, fmt_ == GgmlType::Q5_0 ? 0x10101010 : 0xF0F0F0F0);  // Q5_0: the fifth bit's place
   vpbroadcastd(zMF0, eax);
   auto body = [&](int ns) {
     mov(rPc, rGroup);
@@ -141,7 +143,7 @@ Address GemvRows16::rec(int t, int64_t off) const { return stream_addr(rPc, rPc2
 void GemvRows16::prep_quant() {
   mov(rPx, qword[rArgs + kArgX]);
   mov(rScr, rsp);
-  emit_q80_sums(*this, rPx, rScr, rCnt, nblocks(), fmt_ == GgmlType::Q8_0 ? 128 : 8);
+  emit_q80_sums(*this, rPx, rScr, rCnt, nblocks(), fmt_ == GgmlType::Q8_0 ? 128 : fmt_ == GgmlType::Q5_0 ? 16 : 8);
 }
 
 // f16 / bf16 activations widened to f32 in scratch (F32 is used in place). BF16 by
@@ -199,6 +201,28 @@ void GemvRows16::quant_block(int t, int parity) {
       prefetch_share(at, every, lines, c, 8);
       vmovdqu32(zV, rec(t, codes + 64 * c));
       vpdpbusd(c % 2 ? zI2 : zI, zV, ptr_b[rPx + 2 + 4 * c]);
+    }
+  } else if (fmt_ == GgmlType::Q5_0) {
+    // Low nibble | fifth bit (bit c of the fifth-bit bytes moved to bit 4), and the same for the
+    // high nibble (bit 4 + c); zD holds the fifth bits until d is loaded.
+    constexpr uint8_t kOr = ternlog_imm([](int a, int b, int c) { return (a & c) | b; });
+    vmovdqu32(zD, rec(t, codes + 256));
+    for (int c = 0; c < 4; ++c) {
+      prefetch_share(at, every, lines, c, 4);
+      vmovdqu32(zV, rec(t, codes + 64 * c));
+      vpsrlw(zHi, zV, 4);
+      vpslld(zT, zD, 4 - c);
+      vpandd(zT, zT, zMF0);
+      vpternlogd(zV, zT, zM0F, kOr);  // low nibble (zV's high nibble masked off) | fifth bit
+      vpdpbusd(zI, zV, ptr_b[rPx + 2 + 4 * c]);
+      if (c > 0) {
+        vpsrld(zT, zD, c);
+        vpandd(zT, zT, zMF0);
+      } else {
+        vpandd(zT, zD, zMF0);
+      }
+      vpternlogd(zHi, zT, zM0F, kOr);
+      vpdpbusd(zI2, zHi, ptr_b[rPx + 2 + 16 + 4 * c]);
     }
   } else {
     // High nibbles masked in place (16x the code), shifted back once per block.

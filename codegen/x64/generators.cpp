@@ -36,9 +36,10 @@ Expected<std::unique_ptr<KernelCode>> dispatch(const KernelDesc& d) {
   if (d.weight == GgmlType::Q5_K && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q5k_avx2(d);
   if (d.weight == GgmlType::Q4_0 && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q40_avx2(d);
   if (d.weight == GgmlType::Q8_0 && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q80_avx2(d);
-  const bool int8 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0;
+  const bool int8 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0 || d.weight == GgmlType::Q5_0;
   const bool plain = d.weight == GgmlType::F32 || d.weight == GgmlType::F16 || d.weight == GgmlType::BF16;
-  // From VNNI up Q4_0 and Q8_0 use vpdpbusd on the unsigned codes (the AVX-512 rows16 kernel).
+  // From VNNI up Q4_0, Q5_0 and Q8_0 use vpdpbusd on the unsigned codes (the AVX-512 rows16
+  // kernel); below VNNI, Q5_0 weights are packed as Q8_0 (runtime/compiled_model.cpp).
   if ((int8 && d.isa >= isa::IsaLevel::kAvx512Vnni) || (plain && avx512)) return generate_gemv_rows16_avx512(d);
   if (plain && d.isa == isa::IsaLevel::kAvx2) return generate_gemv_plain_avx2(d);
   return Error{canonical_name(d) + ": no xbyak generator for this format and ISA level"};
@@ -59,6 +60,7 @@ std::vector<isa::IsaLevel> generated_levels(GgmlType weight) {
     return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
   if (weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16)
     return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
+  if (weight == GgmlType::Q5_0) return {IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
   return {};
 }
 
