@@ -78,7 +78,7 @@ TEST(BenchCli, KernelsJsonHasRequiredFields) {
 // Every generated format is measured, next to its C++ loop and its oneDNN baseline in its
 // own precision (f32, bf16, f16 or bf16, s8), with the ratios added to its object.
 TEST(BenchCli, EveryFormatAgainstItsBaselines) {
-  RunResult r = run_cli("bench kernels --json --formats q4_K,q5_K,q6_K,q8_0,q4_0,bf16,f16,f32 --regimes l2 "
+  RunResult r = run_cli("bench kernels --json --formats q4_K,q5_K,q6_K,q8_0,q4_0,q5_0,bf16,f16,f32 --regimes l2 "
                         "--threads 1 --kernels jit,cxx,onednn --shapes 512x48 --min-time 0.002 --reps 2 --dram-mib 2");
   ASSERT_EQ(r.status, 0) << r.err;
   nlohmann::json j = nlohmann::json::parse(r.out);
@@ -90,7 +90,7 @@ TEST(BenchCli, EveryFormatAgainstItsBaselines) {
   EXPECT_TRUE(by_kernel.count("onednn_f32_m1")) << r.err;
   EXPECT_FALSE(by_kernel.count("onednn_f16_m1") == 0 && by_kernel.count("onednn_bf16_m1") == 0) << r.err;
   for (GgmlType f : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
-                     GgmlType::BF16, GgmlType::F16, GgmlType::F32}) {
+                     GgmlType::Q5_0, GgmlType::BF16, GgmlType::F16, GgmlType::F32}) {
     SCOPED_TRACE(type_name(f));
     const std::vector<isa::IsaLevel> levels = implemented_levels(f);
     if (std::find(levels.begin(), levels.end(), target->level) == levels.end()) continue;

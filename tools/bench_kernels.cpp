@@ -18,7 +18,7 @@
 namespace zenmoe::tools {
 namespace {
 
-constexpr const char* kAllFormats = "q4_K,q5_K,q6_K,q8_0,q4_0,bf16,f16,f32";
+constexpr const char* kAllFormats = "q4_K,q5_K,q6_K,q8_0,q4_0,q5_0,bf16,f16,f32";
 constexpr const char* kOneDnnTypes[] = {"f32", "bf16", "f16", "s8"};
 
 struct KernelsConfig {
