@@ -297,7 +297,7 @@ TEST_P(Gemm, DataKinds) {
 
 std::vector<FormatLevel> gemm_variants() {
   std::vector<FormatLevel> out;
-  for (GgmlType f : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0})
+  for (GgmlType f : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_0})
     for (IsaLevel l : host_levels(f)) out.emplace_back(f, l);
   return out;
 }
@@ -321,11 +321,12 @@ INSTANTIATE_TEST_SUITE_P(Host, Q4KGemmRowBlocks, ::testing::ValuesIn(host_levels
 
 class Q80GemmOddBlocks : public ::testing::TestWithParam<IsaLevel> {};
 
-// Q8_0 blocks are 32 wide: a single block and odd block counts (the last record, an even
-// block's, holds its codes first).
+// Q8_0 and Q5_0 blocks are 32 wide: a single block and odd block counts (the last record, an
+// even block's, holds its codes first); K = 128 is deepseek2's attn_k_b.
 TEST_P(Q80GemmOddBlocks, AgreeWithReference) {
-  for (int64_t k : {32, 96, 288})
-    for (int64_t n : {1, 5, 17}) GemmTester().format(GgmlType::Q8_0).isa(GetParam()).cols(k).rows(19).tokens(n).Test();
+  for (GgmlType f : {GgmlType::Q8_0, GgmlType::Q5_0})
+    for (int64_t k : {32, 96, 128, 288})
+      for (int64_t n : {1, 5, 17}) GemmTester().format(f).isa(GetParam()).cols(k).rows(19).tokens(n).Test();
 }
 
 INSTANTIATE_TEST_SUITE_P(Host, Q80GemmOddBlocks, ::testing::ValuesIn(host_levels(GgmlType::Q8_0)),

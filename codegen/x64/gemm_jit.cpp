@@ -196,7 +196,9 @@ void JitGemmBase::store_lanes(int m, const Zmm* acc, const Zmm& tmp) {
 
 std::vector<isa::IsaLevel> gemm_levels(GgmlType weight) {
   using isa::IsaLevel;
-  if (weight == GgmlType::Q4_K || weight == GgmlType::Q5_K || weight == GgmlType::Q6_K || weight == GgmlType::Q8_0) return {IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
+  if (weight == GgmlType::Q4_K || weight == GgmlType::Q5_K || weight == GgmlType::Q6_K || weight == GgmlType::Q8_0 ||
+      weight == GgmlType::Q5_0)
+    return {IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
   return {};
 }
 
@@ -204,7 +206,8 @@ Expected<std::unique_ptr<KernelCode>> generate_gemm(const KernelDesc& d) {
   try {
     if (d.isa >= isa::IsaLevel::kAvx512Vnni && d.weight == GgmlType::Q4_K) return generate_gemm_q4k_avx512(d);
     if (d.isa >= isa::IsaLevel::kAvx512Vnni && d.weight == GgmlType::Q5_K) return generate_gemm_q5k_avx512(d);
-    if (d.isa >= isa::IsaLevel::kAvx512Vnni && d.weight == GgmlType::Q8_0) return generate_gemm_q80_avx512(d);
+    if (d.isa >= isa::IsaLevel::kAvx512Vnni && (d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q5_0))
+      return generate_gemm_q80_avx512(d);
     if (d.isa >= isa::IsaLevel::kAvx512Vnni && d.weight == GgmlType::Q6_K) return generate_gemm_q6k_avx512(d);
     return Error{canonical_name(d) + ": no xbyak GEMM generator for this format and ISA level"};
   } catch (const std::exception& e) {
