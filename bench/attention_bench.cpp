@@ -5,8 +5,8 @@
 // 512 and 4096 positions, and the shares of two ways to split 64 heads on 16 threads (below).
 // Two regimes: `stream` 0 keeps one cache resident between iterations (L2 / L3), so the figure
 // is the kernels' arithmetic rate; `stream` 1 rotates over copies of it filling 64 MiB, as a
-// model's layers do, so every iteration reads its cache from memory. Counter: multiply-adds per second (scores over 576-wide rows plus values over 512
-// columns, per head and position).
+// model's layers do, so every iteration reads its cache from memory. Counter: multiply-adds
+// per second (scores over 576-wide rows plus values over 512 columns, per head and position).
 // Also the F16 cache's row conversions of a 512-token prompt's rows (512 x 576 elements): to F16
 // when the rows are stored, back to F32 for the prompt-sized products, reference against
 // AVX-512 (counter: elements per second).

@@ -39,11 +39,11 @@
 //       bit 4+c: weight 16+4c+t; one shift and a mask put chunk c's into bit 4 of each byte),
 //       then d [16 rows] f16. Codes 0..31, unbiased (the weight is code - 16).
 //   In all three, an even block's record holds its codes (and fifth bits), then d; an odd
-//   block's holds d, then its codes. A record is 8.5 (4.5, 5.5) cache lines, so codes after d in every record would put
-//   every other block's code chunks across two lines each; this way every chunk is one
-//   aligned line. L2-resident AVX-512 GEMV at 1 thread, Kimi and bench expert shapes (bench
-//   kernels --formats q8_0,q4_0 --regimes l2,dram, two rounds): Q8_0 136-141 -> 163-169
-//   GB/s, Q4_0 100-105 -> 114-120; from DRAM unchanged.
+//   block's holds d, then its codes. A record is 8.5 (4.5, 5.5) cache lines, so codes after
+//   d in every record would put every other block's code chunks across two lines each; this
+//   way every chunk is one aligned line. L2-resident AVX-512 GEMV at 1 thread, Kimi and
+//   bench expert shapes (bench kernels --formats q8_0,q4_0 --regimes l2,dram, two rounds):
+//   Q8_0 136-141 -> 163-169 GB/s, Q4_0 100-105 -> 114-120; from DRAM unchanged.
 // F32 / F16: [K][16 rows] elements (column-major inside the group).
 // BF16: [ceil(K/2) column pairs][16 rows][2]: the 32-bit lane of row i in pair j holds
 //       column 2j in its low half and 2j+1 in its high half (zero past an odd K). A 16-bit

@@ -16,67 +16,55 @@ int64_t nblocks(const PackLayout& L) { return L.cols / kQK; }
 int64_t codes_at(GgmlType f, int64_t b) { return b * rows16_record_bytes(f) + rows16_codes_in_record(b); }
 int64_t d_at(GgmlType f, int64_t b) { return b * rows16_record_bytes(f) + rows16_d_in_record(f, b); }
 
-// Q8_0 codes stored as q + 128 (unsigned) so vpdpbusd can take them as its unsigned operand;
-// the kernel subtracts 128 * sum(x) per block.
-void pack_q8_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
+// Every block of every row: `codes(blk, at, i)` writes row i's codes of `blk` into the record
+// whose codes start at `at`; the row's d goes to the record's d.
+template <typename Block, typename Codes>
+void pack_blocks(const PackLayout& L, const uint8_t* src, uint8_t* dst, Codes codes) {
   const int64_t nb = nblocks(L);
   for (int64_t r = 0; r < L.rows; ++r) {
     uint8_t* g = dst + (r / R) * L.group_stride;
     const int64_t i = r % R;
     for (int64_t b = 0; b < nb; ++b) {
-      BlockQ8_0 blk;
+      Block blk;
       std::memcpy(&blk, src + (r * nb + b) * sizeof blk, sizeof blk);
-      for (int c = 0; c < 8; ++c)
-        for (int t = 0; t < 4; ++t)
-          g[codes_at(GgmlType::Q8_0, b) + 64 * c + 4 * i + t] = static_cast<uint8_t>(blk.qs[4 * c + t] ^ 0x80);
-      std::memcpy(g + d_at(GgmlType::Q8_0, b) + i * 2, &blk.d, 2);
+      codes(blk, g + codes_at(L.format, b), i);
+      std::memcpy(g + d_at(L.format, b) + i * 2, &blk.d, 2);
     }
   }
 }
 
-// Q4_0 codes stay unsigned (0..15); the kernel subtracts 8 * sum(x) per block.
+// Q8_0 codes stored as q + 128 (unsigned) so vpdpbusd can take them as its unsigned operand;
+// the kernel subtracts 128 * sum(x) per block.
+void pack_q8_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
+  pack_blocks<BlockQ8_0>(L, src, dst, [](const BlockQ8_0& blk, uint8_t* codes, int64_t i) {
+    for (int c = 0; c < 8; ++c)
+      for (int t = 0; t < 4; ++t) codes[64 * c + 4 * i + t] = static_cast<uint8_t>(blk.qs[4 * c + t] ^ 0x80);
+  });
+}
+
+// Q4_0 codes stay unsigned (0..15); the kernel subtracts 8 * sum(x) per block. Weight j < 16
+// is the low nibble of qs[j], weight 16 + j its high nibble (spec §2.2): the bytes as they are.
 void pack_q4_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
-  const int64_t nb = nblocks(L);
-  for (int64_t r = 0; r < L.rows; ++r) {
-    uint8_t* g = dst + (r / R) * L.group_stride;
-    const int64_t i = r % R;
-    for (int64_t b = 0; b < nb; ++b) {
-      BlockQ4_0 blk;
-      std::memcpy(&blk, src + (r * nb + b) * sizeof blk, sizeof blk);
-      // Weight j < 16 is the low nibble of qs[j], weight 16 + j its high nibble (spec §2.2).
-      for (int c = 0; c < 4; ++c)
-        for (int t = 0; t < 4; ++t) {
-          const uint8_t lo = blk.qs[4 * c + t] & 0x0F, hi = blk.qs[4 * c + t] >> 4;
-          g[codes_at(GgmlType::Q4_0, b) + 64 * c + 4 * i + t] = static_cast<uint8_t>(lo | (hi << 4));
-        }
-      std::memcpy(g + d_at(GgmlType::Q4_0, b) + i * 2, &blk.d, 2);
-    }
-  }
+  pack_blocks<BlockQ4_0>(L, src, dst, [](const BlockQ4_0& blk, uint8_t* codes, int64_t i) {
+    for (int c = 0; c < 4; ++c)
+      for (int t = 0; t < 4; ++t) codes[64 * c + 4 * i + t] = blk.qs[4 * c + t];
+  });
 }
 
 // Q5_0: the low four bits of the codes as Q4_0's, their fifth bits after them (kernels/pack.h);
 // the kernel subtracts 16 * sum(x) per block.
 void pack_q5_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
-  const int64_t nb = nblocks(L);
-  for (int64_t r = 0; r < L.rows; ++r) {
-    uint8_t* g = dst + (r / R) * L.group_stride;
-    const int64_t i = r % R;
-    for (int64_t b = 0; b < nb; ++b) {
-      BlockQ5_0 blk;
-      std::memcpy(&blk, src + (r * nb + b) * sizeof blk, sizeof blk);
-      uint32_t qh;
-      std::memcpy(&qh, blk.qh, 4);  // bit j: the fifth bit of weight j (spec §2.3)
-      uint8_t* codes = g + codes_at(GgmlType::Q5_0, b);
-      for (int c = 0; c < 4; ++c)
-        for (int t = 0; t < 4; ++t) {
-          const int lo = 4 * c + t;
-          codes[64 * c + 4 * i + t] = blk.qs[lo];  // weight lo low nibble, 16 + lo high
-          codes[256 + 4 * i + t] = static_cast<uint8_t>(codes[256 + 4 * i + t] | ((qh >> lo) & 1) << c |
-                                                        ((qh >> (16 + lo)) & 1) << (4 + c));
-        }
-      std::memcpy(g + d_at(GgmlType::Q5_0, b) + i * 2, &blk.d, 2);
-    }
-  }
+  pack_blocks<BlockQ5_0>(L, src, dst, [](const BlockQ5_0& blk, uint8_t* codes, int64_t i) {
+    uint32_t qh;
+    std::memcpy(&qh, blk.qh, 4);  // bit j: the fifth bit of weight j (spec §2.3)
+    for (int c = 0; c < 4; ++c)
+      for (int t = 0; t < 4; ++t) {
+        const int lo = 4 * c + t;
+        codes[64 * c + 4 * i + t] = blk.qs[lo];  // weight lo low nibble, 16 + lo high
+        codes[256 + 4 * i + t] = static_cast<uint8_t>(codes[256 + 4 * i + t] | ((qh >> lo) & 1) << c |
+                                                      ((qh >> (16 + lo)) & 1) << (4 + c));
+      }
+  });
 }
 
 // Byte offset of element (row i of the group, column k) in a plain-format group: F32 and F16
