@@ -141,17 +141,10 @@ void GemmQ80::body(int m) {
 // Q5_0: code(c) = chunk c's low nibbles and code(4 + c) its high nibbles, each with its fifth
 // bit (bit c, resp. 4 + c, of the fifth-bit bytes) in bit 4; zDw holds the fifth bits.
 void GemmQ80::q5_codes(int64_t codes) {
-  constexpr uint8_t kOr = ternlog_imm([](int a, int b, int c) { return (a & c) | b; });
   vmovdqu32(zDw, ptr[rPc + codes + 256]);
   for (int c = 0; c < 4; ++c) {
     vmovdqu32(code(c), ptr[rPc + codes + 64 * c]);
-    vpsrlw(code(4 + c), code(c), 4);
-    vpslld(zT, zDw, 4 - c);
-    vpandd(zT, zT, zM10);
-    vpternlogd(code(c), zT, zM0F, kOr);
-    vpsrld(zT, zDw, c);
-    vpandd(zT, zT, zM10);
-    vpternlogd(code(4 + c), zT, zM0F, kOr);
+    q5_0_codes(code(c), code(4 + c), zDw, zT, zM0F, zM10, c);
   }
 }
 

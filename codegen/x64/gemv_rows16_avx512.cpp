@@ -205,23 +205,12 @@ void GemvRows16::quant_block(int t, int parity) {
   } else if (fmt_ == GgmlType::Q5_0) {
     // Low nibble | fifth bit (bit c of the fifth-bit bytes moved to bit 4), and the same for the
     // high nibble (bit 4 + c); zD holds the fifth bits until d is loaded.
-    constexpr uint8_t kOr = ternlog_imm([](int a, int b, int c) { return (a & c) | b; });
     vmovdqu32(zD, rec(t, codes + 256));
     for (int c = 0; c < 4; ++c) {
       prefetch_share(at, every, lines, c, 4);
       vmovdqu32(zV, rec(t, codes + 64 * c));
-      vpsrlw(zHi, zV, 4);
-      vpslld(zT, zD, 4 - c);
-      vpandd(zT, zT, zMF0);
-      vpternlogd(zV, zT, zM0F, kOr);  // low nibble (zV's high nibble masked off) | fifth bit
+      q5_0_codes(zV, zHi, zD, zT, zM0F, zMF0, c);
       vpdpbusd(zI, zV, ptr_b[rPx + 2 + 4 * c]);
-      if (c > 0) {
-        vpsrld(zT, zD, c);
-        vpandd(zT, zT, zMF0);
-      } else {
-        vpandd(zT, zD, zMF0);
-      }
-      vpternlogd(zHi, zT, zM0F, kOr);
       vpdpbusd(zI2, zHi, ptr_b[rPx + 2 + 16 + 4 * c]);
     }
   } else {

@@ -52,6 +52,24 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
       if (f((i >> 2) & 1, (i >> 1) & 1, i & 1)) imm |= uint8_t(1u << i);
     return imm;
   }
+  // Q5_0 (kernels/pack.h): chunk c of a record as code bytes with the fifth bit in bit 4, the
+  // low nibbles' codes into `lo` (which holds the chunk) and the high nibbles' into `hi`, from
+  // the record's fifth bits in `fifth`; m0f and m10 hold the bytes 0x0F and 0x10. Clobbers t.
+  void q5_0_codes(const Xbyak::Zmm& lo, const Xbyak::Zmm& hi, const Xbyak::Zmm& fifth, const Xbyak::Zmm& t,
+                  const Xbyak::Zmm& m0f, const Xbyak::Zmm& m10, int c) {
+    constexpr uint8_t kOr = ternlog_imm([](int a, int b, int mask) { return (a & mask) | b; });
+    vpsrlw(hi, lo, 4);
+    vpslld(t, fifth, 4 - c);  // bit c of each byte to bit 4
+    vpandd(t, t, m10);
+    vpternlogd(lo, t, m0f, kOr);
+    if (c > 0) {
+      vpsrld(t, fifth, c);  // bit 4 + c to bit 4
+      vpandd(t, t, m10);
+    } else {
+      vpandd(t, fifth, m10);
+    }
+    vpternlogd(hi, t, m0f, kOr);
+  }
   // Q4_K (kernels/pack.h): 64 bytes, the dword right shift 4s of lane l = 2s + h that brings
   // the high bits of its min (bits 4s..4s+3 of the pair's 32-bit word h, broadcast as a
   // 64-bit pair of words) to the bottom of the lane; then 8 dwords of 63, the 6-bit mask.
