@@ -21,7 +21,8 @@
 //                         the 32-bit word h at byte 16 + 4h holds m[2s+h] >> 2 in bits
 //                         4s..4s+3. One zero-extension gives sc (a mask) and m's low bits
 //                         (a shift); the high bits come from one 64-bit broadcast, a
-//                         per-lane left shift by 28 - 4s and a right shift by 26. Expanded
+//                         per-lane right shift by 4s and a left shift by 2, joined to the
+//                         low bits under the 6-bit mask by one vpternlogd. Expanded
 //                         to a byte each (32 bytes per pair, 148 per row and super-block)
 //                         they made every token read 2.8 % more than the GGUF holds.
 //   d      at +R*140:     [2][R] f16: d of the R rows, then dmin of the R rows.
