@@ -57,6 +57,10 @@ enum class GlueOp : uint8_t {
   // call.q: working memory of glue_attn_layout(desc).floats floats, 64-byte aligned; after
   // the call its `stats` piece holds per head k the largest scaled score (stats[k]), the
   // softmax sum (stats[lanes + k]) and 1 / that sum (stats[2 * lanes + k]).
+  // call.w (as int64_t*) and call.n_visible: a side stream, n_visible (address, bytes) pairs of
+  // memory the kernel asks into L2 in order while it scores, spread evenly over the scoring,
+  // at most a line per step (the weights the thread reads after the attention); results are
+  // the same without it. n_visible 0: none.
   kAttnDecode = 8,
 };
 inline constexpr int kGlueOpCount = 9;
@@ -75,7 +79,7 @@ inline constexpr uint8_t kGlueNormWeights = 4; // kRouter: divide weights by the
 
 // Bumped whenever the generator emits different code for the same descriptor, so cached
 // objects of an older generator are never loaded for a newer one.
-inline constexpr uint16_t kGlueGeneratorVersion = 9;
+inline constexpr uint16_t kGlueGeneratorVersion = 10;
 
 // The only input of glue code generation. Trivially copyable, no padding: its bytes are the
 // cache key. Fields an op does not use must stay at their defaults (validate() checks).
@@ -170,7 +174,8 @@ GlueDesc glue_router_desc(const ref::RouterConfig& c, bool bias, isa::IsaLevel i
 struct GlueCall {
   const float* x = nullptr;   // first input (rows of n; RoPE heads; router logits)
   const float* x2 = nullptr;  // second input: SwiGLU up, add rhs, router bias (n_expert)
-  const float* w = nullptr;   // rms_norm weight (n); weighted-sum weights (n_rows * terms)
+  const float* w = nullptr;   // rms_norm weight (n); weighted-sum weights (n_rows * terms);
+                              // kAttnDecode: side stream ranges
   float* y = nullptr;         // f32 output (rows of n; RoPE heads; router weights [top_k])
   void* q = nullptr;          // quantised output: row r at q + r * row_bytes(quant, n);
                               // kAttnDecode: working memory
@@ -179,7 +184,8 @@ struct GlueCall {
   int64_t stride = 0;         // kRope, kSoftmax: floats between rows; kWeightedSum: between terms;
                               // kAttnDecode: bytes between cache rows
   int64_t n = 0;              // kSoftmax: row length; kAttnDecode: cache rows (visible positions)
-  int64_t n_visible = 0;      // kSoftmax: entries at index >= n_visible are masked (1..n)
+  int64_t n_visible = 0;      // kSoftmax: entries at index >= n_visible are masked (1..n);
+                              // kAttnDecode: side stream ranges
   int64_t pos = 0;            // kRope: token position
 };
 static_assert(offsetof(GlueCall, x) == 0 && offsetof(GlueCall, x2) == 8 && offsetof(GlueCall, w) == 16 &&

@@ -51,6 +51,11 @@ struct ExecutorOptions {
   ProfileBy profile_by = ProfileBy::kOpKind;
   KvCacheType kv_type = KvCacheType::F32;  // KV cache element type (see KvCacheType)
   MlaForm mla_form = MlaForm::kAuto;        // fast executor only (see MlaForm)
+  // Fast executor: while decode attention computes, each thread asks into its core's L2 the
+  // packed weights it reads next, up to this many bytes (kAttnPrefetchAuto: the L2's size; 0:
+  // none).
+  static constexpr int64_t kAttnPrefetchAuto = -1;
+  int64_t attn_prefetch_bytes = kAttnPrefetchAuto;
 };
 
 // The checks every engine's eval() makes before it runs: a non-empty batch, within the

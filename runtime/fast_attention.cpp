@@ -116,11 +116,15 @@ void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, f
   if (sc.flash.size() < work) sc.flash.resize(work);
   const GlueCall c{.x = sc.q.data(),
                    .x2 = reinterpret_cast<const float*>(cache.cdata + j0 * cache.row_size()),
+                   .w = reinterpret_cast<const float*>(sc.side),
                    .y = y,
                    .q = sc.flash.data(),
                    .n_rows = m,
                    .stride = cache.row_size(),
-                   .n = n};
+                   .n = n,
+                   .n_visible = sc.side_ranges};
+  sc.side = nullptr;
+  sc.side_ranges = 0;
   kern->fn(&c);
   const float* stats = sc.flash.data() + layout.stats;
   if (smax != nullptr) std::copy(stats, stats + m, smax);

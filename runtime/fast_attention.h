@@ -41,6 +41,10 @@ struct AttentionScratch {
   AlignedFloats k, v;       // decompressed form, not keeping: one head's keys and values
   std::vector<float> kv;    // Q8_0 cache, SGEMM path: a chunk of cache rows widened to F32
   AlignedFloats flash;      // decode: the generated attention kernel's working memory
+  // Decode: byte ranges (address, size pairs) the next decode kernel call asks into L2 while it
+  // computes, the weights this thread reads after the attention; cleared by that call.
+  const int64_t* side = nullptr;
+  int64_t side_ranges = 0;
 };
 
 class MlaOp {

@@ -73,6 +73,9 @@ struct Step {
   // the same activations, run with it, or -1; `ran_early`: the routed step already ran.
   int partner = -1;
   bool ran_early = false;
+  // MLA step: per thread, the weight ranges it reads next, as address and size pairs
+  // (link_side_streams).
+  std::vector<std::vector<int64_t>> side;
 };
 
 // The part of `t` (token dimension last) holding tokens [t0, t1).
@@ -111,6 +114,7 @@ class Impl final : public FastExecutor {
   Status build_steps();
   void link_decompressed_mla();
   void link_gate_up_pairs();
+  void link_side_streams(int64_t budget);
   bool overlaps(int a, int b) const;  // the arena bytes of values a and b intersect
   bool decompressed_batch(int64_t T) const;
   void size_for(int64_t T);
@@ -254,6 +258,8 @@ Status Impl::build_steps() {
   dispatch_.insert(dispatch_.end(), glue_names.begin(), glue_names.end());
   if (opts_.base.mla_form != MlaForm::kAbsorbed) link_decompressed_mla();
   link_gate_up_pairs();
+  link_side_streams(opts_.base.attn_prefetch_bytes == ExecutorOptions::kAttnPrefetchAuto ? tiles.l2_bytes
+                                                                                         : opts_.base.attn_prefetch_bytes);
   if (mla_total_ > 0)
     dispatch_.push_back("mla_attention: " + std::string(mla_form_name(opts_.base.mla_form)) + ", decompressed form in " +
                         std::to_string(mla_linked_) + " of " + std::to_string(mla_total_) + " layers");
@@ -265,6 +271,37 @@ Status Impl::build_steps() {
       break;
     }
   return Status::ok();
+}
+
+// Decode attention computes for a while without streaming weights: meanwhile each thread asks
+// into its L2 the packed weights it reads next (its rows of the matrix products up to the next
+// MLA step, gate/up or routed product, whose threads' shares depend on the routing), up to
+// the L2's size.
+void Impl::link_side_streams(int64_t budget) {
+  const int nth = pool_->size();
+  int64_t most = 0;
+  for (size_t m = 0; m < steps_.size(); ++m) {
+    if (steps_[m].kind != StepKind::Mla) continue;
+    steps_[m].side.assign(static_cast<size_t>(nth), {});
+    for (int tid = 0; tid < nth; ++tid) {
+      std::vector<int64_t>& ranges = steps_[m].side[static_cast<size_t>(tid)];
+      int64_t left = budget;
+      for (size_t i = m + 1; i < steps_.size() && left > 0; ++i) {
+        const Step& s = steps_[i];
+        if (s.kind == StepKind::GateUp || s.kind == StepKind::Mla) break;
+        if (s.kind != StepKind::Mat) continue;
+        const auto [p, bytes] = s.mat->decode_share(tid, nth);
+        if (p == nullptr) break;
+        ranges.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(p)));
+        ranges.push_back(std::min(bytes, left));
+        left -= bytes;
+      }
+      most = std::max(most, budget - std::max<int64_t>(left, 0));
+    }
+  }
+  if (most > 0)
+    dispatch_.push_back("mla_attention: decode prefetches up to " + std::to_string(most >> 10) +
+                        " KiB of the next weights per thread");
 }
 
 // Finds, around each MLA step, the absorbing matmuls (q_lat = k_b · q_nope, o_heads = v_b ·
@@ -500,6 +537,11 @@ Status Impl::run_step(Step& s, int64_t T) {
         pool_->run([&](int tid) { s.mla->run_decompressed(tid, nth, s.in, scratch_[static_cast<size_t>(tid)]); });
         return Status::ok();
       }
+      if (T == 1)
+        for (size_t t = 0; t < s.side.size(); ++t) {
+          scratch_[t].side = s.side[t].data();
+          scratch_[t].side_ranges = static_cast<int64_t>(s.side[t].size() / 2);
+        }
       if (s.mla->prepare_split(T, nth, *s.in[5])) {  // cache positions split, then merged per head
         pool_->run([&](int tid) { s.mla->run_part(tid, nth, s.in, scratch_[static_cast<size_t>(tid)]); });
         pool_->run([&](int tid) { s.mla->merge(tid, nth, *s.out[0]); });

@@ -83,6 +83,21 @@ uint64_t MatOp::token_bytes() const {
   return static_cast<uint64_t>(per_mat * (by_expert_ ? k_used_ : n_mats_));
 }
 
+std::pair<const uint8_t*, int64_t> MatOp::decode_share(int tid, int nth) const {
+  if (by_expert_ || packed_ == nullptr) return {nullptr, 0};
+  if (n_mats_ >= 2 * nth) {  // one column per head: whole heads per thread (run_dense)
+    const Range hr = split_range(n_mats_, nth, tid, 1);
+    if (hr.begin >= hr.end) return {nullptr, 0};
+    return {packed_->mat(hr.begin), (hr.end - hr.begin - 1) * static_cast<int64_t>(packed_->req.mat_stride) + packed_->layout.total_bytes};
+  }
+  if (n_mats_ != 1) return {nullptr, 0};
+  const Range rr = split_range(N_, nth, tid, row_block_);
+  if (rr.begin >= rr.end) return {nullptr, 0};
+  const int64_t rb = packed_->layout.row_block, gs = packed_->layout.group_stride;
+  const int64_t g0 = rr.begin / rb, g1 = (rr.end + rb - 1) / rb;
+  return {packed_->mat(0) + g0 * gs, (g1 - g0) * gs};
+}
+
 Status ExpertSlots::group(const Tensor& ids, int64_t n_experts, int64_t k_used, bool per_slot_x) {
   const int64_t slots = ids.numel();
   expert_begin.assign(static_cast<size_t>(n_experts + 1), 0);

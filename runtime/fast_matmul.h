@@ -57,6 +57,9 @@ class MatOp {
   const std::string& kernel_name() const { return kernel_name_; }
   // Weight bytes one token's product reads: every matrix, or k_used experts of a routed op.
   uint64_t token_bytes() const;
+  // The packed bytes thread `tid` of `nth` reads for one token's product, one range: its rows
+  // (or its heads' matrices). Empty for routed ops and unpacked weights.
+  std::pair<const uint8_t*, int64_t> decode_share(int tid, int nth) const;
 
  private:
   void rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y, float alpha = 1.0f) const;

@@ -208,7 +208,8 @@ class FastVsReference : public ::testing::Test {
   static std::unique_ptr<Executor> fast(const gguf::Model& m, int threads, int max_batch, int n_ctx = 256,
                                         KvCacheType kv = KvCacheType::F32, MlaForm mla = MlaForm::kAuto,
                                         int64_t mla_keep_bytes = FastExecutorOptions::kMlaKeepAuto,
-                                        isa::Tuning tuning = isa::host_tuning()) {
+                                        isa::Tuning tuning = isa::host_tuning(),
+                                        int64_t attn_prefetch = ExecutorOptions::kAttnPrefetchAuto) {
     CompileOptions co;
     co.target = {isa::host_level(), tuning};
     auto cm = compile_in_memory(m, co);
@@ -221,6 +222,7 @@ class FastVsReference : public ::testing::Test {
     fo.base.mla_form = mla;
     fo.max_batch = max_batch;
     fo.mla_keep_bytes = mla_keep_bytes;
+    fo.base.attn_prefetch_bytes = attn_prefetch;
     auto ex = make_fast_executor(std::make_shared<const CompiledModel>(std::move(*cm)), fo);
     EXPECT_TRUE(ex.has_value()) << ex.error();
     return ex ? std::unique_ptr<Executor>(std::move(*ex)) : nullptr;
@@ -412,6 +414,39 @@ TEST_F(FastVsReference, SplitDecodeAgreesWithOneThread) {
               a.kl_sum / a.n);
   EXPECT_GE(a.top1, gen - 1);
   EXPECT_LE(a.kl_sum / a.n, 5e-3);
+}
+
+// Decode attention prefetching the weights after it (none, a KiB, an L2's worth) changes no bit
+// of the logits, at 1 thread and at 2 (positions split across them), and the dispatch log says
+// how much each thread asks for.
+TEST_F(FastVsReference, AttentionPrefetchChangesNoBits) {
+  auto model = gguf::Model::open(path_);
+  ASSERT_TRUE(model.has_value()) << model.error();
+  const int prompt = 2 * static_cast<int>(kMlaSplitMinRows) + 5, gen = 4;
+  std::vector<int32_t> tokens(static_cast<size_t>(prompt + gen));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 11) % 1000);
+  for (int threads : {1, 2}) {
+    std::vector<std::vector<float>> runs;
+    for (int64_t bytes : {int64_t{0}, int64_t{1024}, ExecutorOptions::kAttnPrefetchAuto}) {
+      auto ex = fast(*model, threads, 64, prompt + gen, KvCacheType::F16, MlaForm::kAbsorbed,
+                     FastExecutorOptions::kMlaKeepAuto, isa::host_tuning(), bytes);
+      ASSERT_TRUE(ex);
+      const auto log = dynamic_cast<const FastExecutor&>(*ex).dispatch_log();
+      const bool says = std::any_of(log.begin(), log.end(), [](const std::string& l) {
+        return l.starts_with("mla_attention: decode prefetches up to ");
+      });
+      EXPECT_EQ(says, bytes != 0 && isa::host_supports(isa::IsaLevel::kAvx512)) << threads << " threads, " << bytes;
+      const auto V = static_cast<size_t>(ex->n_vocab());
+      std::vector<float> logits(static_cast<size_t>(gen) * V), last(V);
+      ASSERT_TRUE(ex->eval({tokens.data(), static_cast<size_t>(prompt)}, last.data(), false).is_ok());
+      for (int t = 0; t < gen; ++t)
+        ASSERT_TRUE(ex->eval({&tokens[static_cast<size_t>(prompt + t)], 1}, logits.data() + t * V, false).is_ok());
+      runs.push_back(std::move(logits));
+    }
+    for (size_t r = 1; r < runs.size(); ++r)
+      EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[r].data(), runs[0].size() * sizeof(float)))
+          << threads << " threads, run " << r;
+  }
 }
 
 // MLA in the decompressed form (every batch) against the reference, on every cache type: a

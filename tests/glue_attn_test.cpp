@@ -4,9 +4,10 @@
 // counts around the tile and the 12-row groups (1, 5, 13, 47, 48, 49, 61, 96, 200), odd widths,
 // value widths off the 32-column blocks, rows padded apart, code scheduled for each target CPU;
 // nothing written past the outputs or the working memory, the softmax maximum and sum reported
-// per head, and the same bits on a second call with a used scratch. At the AVX512_BF16 level
-// BF16 rows of even width take the bf16 dot form: its reference rounds the queries to bf16 as
-// the kernel does, and allows the rounding of each probability to bf16 (relative 2^-8).
+// per head, and the same bits on a second call with a used scratch and a side stream. At the
+// AVX512_BF16 level BF16 rows of even width take the bf16 dot form: its reference rounds the
+// queries to bf16 as the kernel does, and allows the rounding of each probability to bf16
+// (relative 2^-8).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -151,9 +152,16 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
               << (dot ? " bf16 dot" : "");
         }
       }
-      // A second call through the used scratch gives the same bits.
+      // A second call through the used scratch, with a side stream (ranges unaligned, of odd
+      // lengths, one of a byte, one over the rows themselves), gives the same bits.
       std::vector<float> again(y.size(), -9.0f);
+      std::vector<uint8_t> side(9000);
+      auto at = [](const void* p) { return static_cast<int64_t>(reinterpret_cast<uintptr_t>(p)); };
+      const int64_t ranges[] = {at(side.data() + 3), 4001, at(side.data() + 4100), 1, at(rows.data()),
+                                static_cast<int64_t>(rows.size()), at(side.data() + 5000), 4000};
       call.y = again.data();
+      call.w = reinterpret_cast<const float*>(ranges);
+      call.n_visible = 4;
       (*fn)(&call);
       EXPECT_EQ(std::memcmp(again.data(), y.data(), y.size() * sizeof(float)), 0);
     }

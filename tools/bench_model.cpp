@@ -50,9 +50,7 @@ struct Options {
   bool json = false, profile = false, profile_nodes = false;
   Engine engine = Engine::Best;
   KvCacheType kv_type = KvCacheType::F16;
-  plan::WeightsLoad load = plan::WeightsLoad::kAuto;
-  int n_ubatch = 512;
-  MlaForm mla_form = MlaForm::kAuto;
+  EngineFlags engine_flags;
 };
 
 Expected<Options> parse_options(const Args& a) {
@@ -93,9 +91,7 @@ Expected<Options> parse_options(const Args& a) {
   if (o.engine == Engine::Reference) o.kv_type = KvCacheType::F32;  // the reference keeps F32
   auto ef = parse_engine_flags(a);
   if (!ef) return Error{ef.error()};
-  o.load = ef->load;
-  o.n_ubatch = ef->n_ubatch;
-  o.mla_form = ef->mla_form;
+  o.engine_flags = *ef;
   return o;
 }
 
@@ -186,8 +182,7 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
   ExecutorOptions eo;
   eo.n_ctx = o.prompt + o.gen + 1;
   eo.n_threads = threads;
-  eo.n_ubatch = o.n_ubatch;
-  eo.mla_form = o.mla_form;
+  o.engine_flags.apply(eo);
   eo.profile = o.profile;
   eo.profile_by = o.profile_nodes ? ProfileBy::kNode : ProfileBy::kOpKind;
   eo.kv_type = o.kv_type;
@@ -310,7 +305,7 @@ int bench_model(int argc, char** argv, int first) {
   }
   auto o = parse_options(*args);
   if (!o) return fail(o.error());
-  auto model = open_model(o->model, o->load);
+  auto model = open_model(o->model, o->engine_flags.load);
   if (!model) return fail(model.error());
   auto stats = compute_stats(model->gguf);
   if (!stats) return fail(o->model + ": " + stats.error());

@@ -35,6 +35,7 @@ std::vector<FlagSpec> with_engine_flags(std::vector<FlagSpec> flags) {
   const std::vector<FlagSpec> engine = {
       {"ubatch-size", "ub", true, "tokens per forward chunk of a long prompt (default 512)"},
       {"mla", "", true, "MLA attention over prompts: auto (default), absorbed or decompressed"},
+      {"attn-prefetch", "", true, "KiB of the next weights each thread prefetches during decode attention (default: its L2; 0: none)"},
       {"mmap", "", false, "map a plan's weights instead of copying them (starts sooner, decodes slower)"},
       {"no-mmap", "", false, "copy a plan's weights into huge-page memory (default when under half of free memory)"},
   };
@@ -54,7 +55,18 @@ Expected<EngineFlags> parse_engine_flags(const Args& a) {
   if (mla == "absorbed") f.mla_form = MlaForm::kAbsorbed;
   else if (mla == "decompressed") f.mla_form = MlaForm::kDecompressed;
   else if (mla != "auto") return Error{"--mla must be auto, absorbed or decompressed, got '" + mla + "'"};
+  if (a.has("attn-prefetch")) {
+    auto kib = a.get_int("attn-prefetch", 0, 0, int64_t{1} << 30);
+    if (!kib) return Error{kib.error()};
+    f.attn_prefetch_bytes = *kib * 1024;
+  }
   return f;
+}
+
+void EngineFlags::apply(ExecutorOptions& eo) const {
+  eo.n_ubatch = n_ubatch;
+  eo.mla_form = mla_form;
+  eo.attn_prefetch_bytes = attn_prefetch_bytes;
 }
 
 Expected<OpenedModel> open_model(const std::string& path, plan::WeightsLoad load) {

@@ -41,6 +41,9 @@ struct EngineFlags {
   plan::WeightsLoad load = plan::WeightsLoad::kAuto;
   int n_ubatch = ExecutorOptions{}.n_ubatch;
   MlaForm mla_form = MlaForm::kAuto;
+  int64_t attn_prefetch_bytes = ExecutorOptions::kAttnPrefetchAuto;
+  // Sets the executor options these flags choose (chunk size, MLA form, attention prefetch).
+  void apply(ExecutorOptions& eo) const;
 };
 Expected<EngineFlags> parse_engine_flags(const Args& a);
 

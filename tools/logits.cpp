@@ -104,8 +104,7 @@ int cmd_logits(int argc, char** argv, int first) {
   ExecutorOptions opts;
   opts.n_ctx = static_cast<int>(*ctx);
   opts.n_threads = static_cast<int>(*threads);
-  opts.n_ubatch = ef->n_ubatch;
-  opts.mla_form = ef->mla_form;
+  ef->apply(opts);
   auto kv = kv_cache_type(args->get("cache-type-k"), args->get("cache-type-v"));
   if (!kv) return fail(kv.error());
   opts.kv_type = *kv;

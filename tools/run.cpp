@@ -275,8 +275,7 @@ int cmd_run(int argc, char** argv, int first) {
   ExecutorOptions eo;
   eo.n_ctx = opts->n_ctx;
   eo.n_threads = opts->n_threads;
-  eo.n_ubatch = ef->n_ubatch;
-  eo.mla_form = ef->mla_form;
+  ef->apply(eo);
   eo.profile = opts->profile;
   eo.kv_type = opts->kv_type;
   auto ex = make_engine(*model, eo, opts->force_ref ? Engine::Reference : Engine::Best);

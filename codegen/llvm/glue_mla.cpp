@@ -68,9 +68,15 @@ class Flash {
     inv = k.at(k.f32, a.q, k.ci64(L.stats + 2 * lanes));
     pf_at = k.slot(k.i64, 1, "pf_at");
     pf_left = k.slot(k.i64, 1, "pf_left");
+    side_r = k.slot(k.i64, 1, "side_r");
+    side_at = k.slot(k.i64, 1, "side_at");
+    side_base = k.slot(k.ptr, 1, "side_base");
+    side_last = k.slot(k.i64, 1, "side_last");
+    side_rate = k.slot(k.i64, 1, "side_rate");
   }
 
   void emit() {
+    side_init();
     transpose_queries();
     for (int64_t g = 0; g < ng; ++g) {
       vstore(k.splat(-std::numeric_limits<float>::infinity()), mx, k.ci64(16 * g));
@@ -96,6 +102,9 @@ class Flash {
   Value *qt, *tile, *s, *pairs, *yt, *mx, *sum, *inv;
   llvm::Function *dp_fn = nullptr, *cvt_fn = nullptr;  // vdpbf16ps, vcvtneps2bf16 (512-bit)
   llvm::AllocaInst *pf_at, *pf_left;  // next tile: byte offset of the next line to ask for, lines left
+  // Side stream: the range being fetched, the offset reached in it (in 1/256 bytes), its start,
+  // the offset of its last byte, and the advance per score step (in 1/256 bytes).
+  llvm::AllocaInst *side_r, *side_at, *side_base, *side_last, *side_rate;
   int64_t pf_per = 1;                  // lines per value row step
 
   Value* vload(Value* base, Value* idx) { return k.load(base, idx, nullptr); }
@@ -213,6 +222,7 @@ class Flash {
   void scores_block(int GB, int JB, const std::vector<Value*>& rows, int64_t g0, Value* out) {
     const int64_t terms = dot ? W / 2 : W, run = dot ? kScoreRun / 2 : kScoreRun;
     k.loop(k.ci64(0), k.ci64(terms), run, [&](Value* d0) {
+      side_advance();
       Value* d1 = min64(b.CreateAdd(d0, k.ci64(run)), k.ci64(terms));
       std::vector<llvm::AllocaInst*> acc;
       for (int i = 0; i < JB * GB; ++i) {
@@ -220,6 +230,7 @@ class Flash {
         b.CreateStore(k.splat(0.0f), acc.back());
       }
       k.loop(d0, d1, 1, [&](Value* dd) {
+        side_step();
         std::vector<Value*> qv;
         Value* qrow = b.CreateMul(dd, k.ci64(lanes));
         for (int g = 0; g < GB; ++g) qv.push_back(vload(qt, b.CreateAdd(qrow, k.ci64(16 * (g0 + g)))));
@@ -250,6 +261,55 @@ class Flash {
       b.CreateStore(b.CreateAdd(at, k.ci64(64 * pf_per)), pf_at);
       b.CreateStore(b.CreateSub(left, k.ci64(pf_per)), pf_left);
     });
+  }
+
+  // Score steps (iterations of the scores_block inner loop) per kScoreRows cache rows.
+  int64_t score_steps_per_block() const {
+    const int64_t terms = dot ? W / 2 : W;
+    int64_t steps = 0, g = 0;
+    for (; g + 4 <= ng; g += 4) steps += kScoreRows / score_rows(4) * terms;
+    if (g < ng) steps += kScoreRows / score_rows(static_cast<int>(ng - g)) * terms;
+    return steps;
+  }
+  // The side stream (a.w: a.n_visible pairs of address and byte count, fetched in order) is
+  // spread evenly over the call's score steps, at most a line per step; without ranges the
+  // queries' first line, in L1 all along, stands in for it.
+  void side_init() {
+    llvm::AllocaInst* total = k.slot(k.i64, 1, "side_total");
+    b.CreateStore(k.ci64(0), total);
+    k.loop(k.ci64(0), a.n_visible, 1, [&](Value* r) {
+      Value* bytes = b.CreateLoad(k.i64, k.at(k.i64, a.w, b.CreateAdd(b.CreateMul(r, k.ci64(2)), k.ci64(1))));
+      b.CreateStore(b.CreateAdd(b.CreateLoad(k.i64, total), bytes), total);
+    });
+    Value* blocks = b.CreateSDiv(b.CreateAdd(a.n, k.ci64(kScoreRows - 1)), k.ci64(kScoreRows));
+    Value* steps = b.CreateMul(blocks, k.ci64(score_steps_per_block()));
+    Value* rate = b.CreateSDiv(b.CreateShl(b.CreateLoad(k.i64, total), k.ci64(8)), steps);
+    b.CreateStore(min64(b.CreateAdd(rate, k.ci64(1)), k.ci64(64 << 8)), side_rate);
+    b.CreateStore(k.ci64(-1), side_r);
+    b.CreateStore(k.ci64(1 << 8), side_at);  // past the stand-in's last byte: the first run takes range 0
+    b.CreateStore(qt, side_base);
+    b.CreateStore(k.ci64(0), side_last);
+  }
+  // Once the current side range is passed, the next one, if any.
+  void side_advance() {
+    Value* r = b.CreateAdd(b.CreateLoad(k.i64, side_r), k.ci64(1));
+    Value* passed = b.CreateICmpSGT(b.CreateAShr(b.CreateLoad(k.i64, side_at), k.ci64(8)), b.CreateLoad(k.i64, side_last));
+    k.if_then(b.CreateAnd(passed, b.CreateICmpSLT(r, a.n_visible)), [&] {
+      Value* pair = k.at(k.i64, a.w, b.CreateMul(r, k.ci64(2)));
+      b.CreateStore(b.CreateIntToPtr(b.CreateLoad(k.i64, pair), k.ptr), side_base);
+      b.CreateStore(b.CreateSub(b.CreateLoad(k.i64, k.at(k.i64, pair, k.ci64(1))), k.ci64(1)), side_last);
+      b.CreateStore(k.ci64(0), side_at);
+      b.CreateStore(r, side_r);
+    });
+  }
+  // The line at the stream's offset into L2, then the offset advanced; past the range's end, its
+  // last line again (no branch in the scores loop).
+  void side_step() {
+    Value* at = b.CreateLoad(k.i64, side_at);
+    Value* off = min64(b.CreateAShr(at, k.ci64(8)), b.CreateLoad(k.i64, side_last));
+    b.CreateIntrinsic(llvm::Intrinsic::prefetch, {k.ptr},
+                      {b.CreateGEP(k.i8, b.CreateLoad(k.ptr, side_base), off), k.ci32(0), k.ci32(2), k.ci32(1)});
+    b.CreateStore(b.CreateAdd(at, b.CreateLoad(k.i64, side_rate)), side_at);
   }
 
   // Value sums of CB columns from c0 for GB lane groups from g0 over `steps` row steps of the
