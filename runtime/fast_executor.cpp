@@ -115,6 +115,14 @@ class Impl final : public FastExecutor {
   void link_decompressed_mla();
   void link_gate_up_pairs();
   void link_side_streams(int64_t budget);
+  // A thread that ran no decode kernel (no heads or positions of its own) still holds the
+  // ranges it was given: forgotten, so no later layer's attention asks for them.
+  void drop_side_streams() {
+    for (AttentionScratch& sc : scratch_) {
+      sc.side = nullptr;
+      sc.side_ranges = 0;
+    }
+  }
   bool overlaps(int a, int b) const;  // the arena bytes of values a and b intersect
   bool decompressed_batch(int64_t T) const;
   void size_for(int64_t T);
@@ -544,10 +552,12 @@ Status Impl::run_step(Step& s, int64_t T) {
         }
       if (s.mla->prepare_split(T, nth, *s.in[5])) {  // cache positions split, then merged per head
         pool_->run([&](int tid) { s.mla->run_part(tid, nth, s.in, scratch_[static_cast<size_t>(tid)]); });
+        drop_side_streams();
         pool_->run([&](int tid) { s.mla->merge(tid, nth, *s.out[0]); });
         return Status::ok();
       }
       pool_->run([&](int tid) { s.mla->run(tid, nth, s.in, *s.out[0], scratch_[static_cast<size_t>(tid)]); });
+      drop_side_streams();
       return Status::ok();
   }
   return Status::ok();
