@@ -70,9 +70,8 @@ bool activation_for(GgmlType w, GgmlType* act) {
 // (codegen/x64/gemv_rows16_avx512.cpp) for the plain formats, and for Q8_0 / Q4_0 / Q5_0 from
 // VNNI up.
 bool strided_prefetch_kernel(GgmlType weight, isa::IsaLevel level) {
-  const bool plain = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16;
-  const bool int8 = weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0 || weight == GgmlType::Q5_0;
-  return (plain && level >= isa::IsaLevel::kAvx512) || (int8 && level >= isa::IsaLevel::kAvx512Vnni);
+  return (is_plain_format(weight) && level >= isa::IsaLevel::kAvx512) ||
+         (is_block32_format(weight) && level >= isa::IsaLevel::kAvx512Vnni);
 }
 bool strided_prefetch_kernel(const KernelDesc& d) {
   return (d.op == KernelOp::kGemv || d.op == KernelOp::kGemvAccumulate) && strided_prefetch_kernel(d.weight, d.isa);
@@ -81,12 +80,9 @@ bool strided_prefetch_kernel(const KernelDesc& d) {
 // The generators that walk several row groups side by side (JitKernelBase::stream_groups).
 bool multi_stream_kernel(GgmlType weight, KernelOp op, isa::IsaLevel level) {
   if (is_gemm(op)) return false;
-  const bool plain = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16;
   return (weight == GgmlType::Q4_K && level >= isa::IsaLevel::kAvx2) ||
-         ((weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0 || weight == GgmlType::Q5_0 ||
-           weight == GgmlType::Q5_K) &&
-          level >= isa::IsaLevel::kAvx512Vnni) ||
-         (plain && level >= isa::IsaLevel::kAvx512);
+         ((is_block32_format(weight) || weight == GgmlType::Q5_K) && level >= isa::IsaLevel::kAvx512Vnni) ||
+         (is_plain_format(weight) && level >= isa::IsaLevel::kAvx512);
 }
 bool multi_stream_kernel(const KernelDesc& d) { return multi_stream_kernel(d.weight, d.op, d.isa); }
 
@@ -157,10 +153,8 @@ Status validate(const KernelDesc& d) {
   if (d.cols <= 0 || d.cols % g->block_elems != 0 || d.cols > (1 << 20))
     return Error{name + ": K = " + std::to_string(d.cols) + " is not a positive multiple of " +
                  std::to_string(g->block_elems) + " up to 2^20"};
-  const bool rows16 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0 || d.weight == GgmlType::Q5_0 ||
-                      d.weight == GgmlType::Q5_K ||
-                      d.weight == GgmlType::Q6_K ||
-                      d.weight == GgmlType::F32 || d.weight == GgmlType::F16 || d.weight == GgmlType::BF16;
+  const bool rows16 = is_block32_format(d.weight) || is_plain_format(d.weight) || d.weight == GgmlType::Q5_K ||
+                      d.weight == GgmlType::Q6_K;
   if (rows16 && d.row_block != 16)
     return Error{name + ": " + type_name(d.weight) + " kernels block 16 rows (one per vector lane)"};
   if (d.row_block < 2 || d.row_block > 16 || d.row_block % 2 != 0)
@@ -268,8 +262,7 @@ int prefetch_stride(GgmlType weight, isa::Target target) {
   // ahead against every line 4 KiB ahead, six rounds in turn, 1.04-1.45x (median 1.27) at 1
   // thread and four rounds 0.99-1.22x (median 1.19) at 2, Kimi expert gate and down shapes
   // and the bench expert's (bench kernels --formats q4_0 --regimes dram).
-  const bool sparse = weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16 ||
-                      weight == GgmlType::Q8_0 || weight == GgmlType::Q4_0 || weight == GgmlType::Q5_0;
+  const bool sparse = is_plain_format(weight) || is_block32_format(weight);
   return sparse && strided_prefetch_kernel(weight, target.level) && !every_line_prefetch(weight, target) ? 1024 : 0;
 }
 
@@ -301,9 +294,7 @@ int prefetch_distance(GgmlType weight, isa::Target target) {
   //   bytes in flight, 3072 per stream, beat 1024, 1536, 2048 and 4096.
   if (prefetch_stride(weight, target) > 64) return 16384;
   if (weight == GgmlType::Q4_K && zen5_avx512(target)) return 3072;
-  if ((weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16) &&
-      !every_line_prefetch(weight, target))
-    return 0;
+  if (is_plain_format(weight) && !every_line_prefetch(weight, target)) return 0;
   const int base = isa::tuning_hints(target.tuning).prefetch_distance;
   return weight == GgmlType::Q6_K ? 2 * base : base;
 }

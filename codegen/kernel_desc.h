@@ -27,6 +27,11 @@ enum class KernelOp : uint8_t {
 };
 inline constexpr int kKernelOpCount = 5;
 inline bool is_gemm(KernelOp op) { return op == KernelOp::kGemm || op == KernelOp::kGemmAccumulate; }
+// Blocks of 32 weights with one f16 scale (Q8_0, Q4_0, Q5_0): dotted with Q8_0 activations, from
+// AVX-512 VNNI up by the row-per-lane kernels.
+inline bool is_block32_format(GgmlType w) { return w == GgmlType::Q8_0 || w == GgmlType::Q4_0 || w == GgmlType::Q5_0; }
+// Plain numbers (F32, F16, BF16).
+inline bool is_plain_format(GgmlType w) { return w == GgmlType::F32 || w == GgmlType::F16 || w == GgmlType::BF16; }
 // Largest K of a GEMM kernel: the generated code keeps one token tile's permuted activations
 // (30 * K bytes for Q4_K) on the stack.
 inline constexpr int32_t kGemmMaxCols = 24576;

@@ -53,7 +53,7 @@ class GemvRows16 : public JitKernelBase {
   const Zmm zM0F = zmm11, zMF0 = zmm12;
   const Zmm zHiMask = zmm7;  // BF16 below AVX512_BF16: 0xFFFF0000 per lane (zI is a quant register)
 
-  bool quant() const { return fmt_ == GgmlType::Q8_0 || fmt_ == GgmlType::Q4_0 || fmt_ == GgmlType::Q5_0; }
+  bool quant() const { return is_block32_format(fmt_); }
   int64_t nblocks() const { return d_.cols / 32; }
   int code_bytes() const { return static_cast<int>(rows16_code_bytes(fmt_)); }
   int record_bytes() const { return static_cast<int>(rows16_record_bytes(fmt_)); }

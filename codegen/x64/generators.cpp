@@ -36,12 +36,11 @@ Expected<std::unique_ptr<KernelCode>> dispatch(const KernelDesc& d) {
   if (d.weight == GgmlType::Q5_K && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q5k_avx2(d);
   if (d.weight == GgmlType::Q4_0 && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q40_avx2(d);
   if (d.weight == GgmlType::Q8_0 && d.isa <= isa::IsaLevel::kAvx512) return generate_gemv_q80_avx2(d);
-  const bool int8 = d.weight == GgmlType::Q8_0 || d.weight == GgmlType::Q4_0 || d.weight == GgmlType::Q5_0;
-  const bool plain = d.weight == GgmlType::F32 || d.weight == GgmlType::F16 || d.weight == GgmlType::BF16;
   // From VNNI up Q4_0, Q5_0 and Q8_0 use vpdpbusd on the unsigned codes (the AVX-512 rows16
   // kernel); below VNNI, Q5_0 weights are packed as Q8_0 (runtime/compiled_model.cpp).
-  if ((int8 && d.isa >= isa::IsaLevel::kAvx512Vnni) || (plain && avx512)) return generate_gemv_rows16_avx512(d);
-  if (plain && d.isa == isa::IsaLevel::kAvx2) return generate_gemv_plain_avx2(d);
+  if ((is_block32_format(d.weight) && d.isa >= isa::IsaLevel::kAvx512Vnni) || (is_plain_format(d.weight) && avx512))
+    return generate_gemv_rows16_avx512(d);
+  if (is_plain_format(d.weight) && d.isa == isa::IsaLevel::kAvx2) return generate_gemv_plain_avx2(d);
   return Error{canonical_name(d) + ": no xbyak generator for this format and ISA level"};
 }
 
@@ -58,7 +57,7 @@ std::vector<isa::IsaLevel> generated_levels(GgmlType weight) {
   if (weight == GgmlType::Q4_K) return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
   if (weight == GgmlType::Q8_0 || weight == GgmlType::Q6_K || weight == GgmlType::Q4_0 || weight == GgmlType::Q5_K)
     return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
-  if (weight == GgmlType::F32 || weight == GgmlType::F16 || weight == GgmlType::BF16)
+  if (is_plain_format(weight))
     return {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
   if (weight == GgmlType::Q5_0) return {IsaLevel::kAvx512Vnni, IsaLevel::kAvx512Bf16};
   return {};
