@@ -150,8 +150,7 @@ bool MlaOp::prepare_split(int64_t T, int nth, const Tensor& pos) const {
   return true;
 }
 
-void MlaOp::run_part(int tid, int nth, std::span<Tensor* const> in, AttentionScratch& sc) const {
-  (void)nth;  // prepare_split laid the shares out for it
+void MlaOp::run_part(int tid, std::span<Tensor* const> in, AttentionScratch& sc) const {
   const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
   const int64_t p = tid % split_shares_, h0 = tid / split_shares_ * split_heads_;
   if (h0 >= H_) return;  // more threads than groups times shares

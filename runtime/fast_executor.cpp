@@ -551,7 +551,7 @@ Status Impl::run_step(Step& s, int64_t T) {
           scratch_[t].side_ranges = static_cast<int64_t>(s.side[t].size() / 2);
         }
       if (s.mla->prepare_split(T, nth, *s.in[5])) {  // cache positions split, then merged per head
-        pool_->run([&](int tid) { s.mla->run_part(tid, nth, s.in, scratch_[static_cast<size_t>(tid)]); });
+        pool_->run([&](int tid) { s.mla->run_part(tid, s.in, scratch_[static_cast<size_t>(tid)]); });
         drop_side_streams();
         pool_->run([&](int tid) { s.mla->merge(tid, nth, *s.out[0]); });
         return Status::ok();

@@ -26,7 +26,7 @@ std::vector<float> attend_split(const MlaOp& op, Batch& b, Cache& cache, int nth
   op.store(in);
   EXPECT_TRUE(op.prepare_split(1, nth, b.tpos));
   std::vector<AttentionScratch> scratch(static_cast<size_t>(nth));
-  for (int tid = 0; tid < nth; ++tid) op.run_part(tid, nth, in, scratch[static_cast<size_t>(tid)]);
+  for (int tid = 0; tid < nth; ++tid) op.run_part(tid, in, scratch[static_cast<size_t>(tid)]);
   for (int tid = 0; tid < nth; ++tid) op.merge(tid, nth, ty);
   return y;
 }
