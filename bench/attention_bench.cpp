@@ -7,6 +7,10 @@
 // is the kernels' arithmetic rate; `stream` 1 rotates over copies of it filling 64 MiB, as a
 // model's layers do, so every iteration reads its cache from memory. Counter: multiply-adds
 // per second (scores over 576-wide rows plus values over 512 columns, per head and position).
+// `then_read`: after each call the thread reads `read` KiB of other memory, a line at a time (as
+// the weight products after the attention read their weights), rotating over 256 MiB so they
+// come from memory; with `prefetch` 1 the call asks for them into L2 while it scores (the
+// executor's side stream, --attn-prefetch). Time per call and read; the counters as above.
 // Also the F16 cache's row conversions of a 512-token prompt's rows (512 x 576 elements): to F16
 // when the rows are stored, back to F32 for the prompt-sized products, reference against
 // AVX-512 (counter: elements per second).
@@ -31,8 +35,10 @@ using refexec::Tensor;
 
 constexpr int64_t kLat = 512, kRope = 64, kRow = kLat + kRope;
 
-void BM_MlaDecode(benchmark::State& state, KvCacheType kv) {
+void BM_MlaDecode(benchmark::State& state, KvCacheType kv, bool then_read) {
   const int64_t heads = state.range(0), ctx = state.range(1), stream = state.range(2);
+  const int64_t read = then_read ? state.range(3) << 10 : 0;
+  const bool prefetch = then_read && state.range(4) != 0;
   ir::Graph g;
   auto val = [&](const char* name, std::vector<int64_t> shape) {
     return g.add_value({name, ir::ValueKind::Temp, GgmlType::F32, std::move(shape)});
@@ -92,11 +98,24 @@ void BM_MlaDecode(benchmark::State& state, KvCacheType kv) {
   }
   AttentionScratch scratch;
   size_t next = 0;
+  std::vector<uint8_t> other(read > 0 ? size_t{256} << 20 : 0, 1);
+  int64_t other_at = 0, side[2] = {0, read};
+  uint64_t sum = 0;
   for (auto _ : state) {
     in[4] = &tcaches[next];
     next = next + 1 == copies ? 0 : next + 1;
+    if (read > 0 && other_at + read > static_cast<int64_t>(other.size())) other_at = 0;
+    const uint8_t* r = other.data() + other_at;
+    if (prefetch) {
+      side[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(r));
+      scratch.side = side;
+      scratch.side_ranges = 1;
+    }
     (*op)->run(0, 1, in, ty, scratch);
+    for (int64_t i = 0; i < read; i += 64) sum += r[i];
+    other_at += read;
     benchmark::DoNotOptimize(y.data());
+    benchmark::DoNotOptimize(sum);
   }
   state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(heads * ctx * (kRow + kLat)) * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
@@ -138,10 +157,16 @@ void BM_KvF16Rows(benchmark::State& state) {
 }
 BENCHMARK(BM_KvF16Rows)->ArgNames({"round", "avx512"})->ArgsProduct({{1, 0}, {0, 1}})->Unit(benchmark::kMicrosecond);
 
-BENCHMARK_CAPTURE(BM_MlaDecode, f32, KvCacheType::F32)->Apply(Shapes);
-BENCHMARK_CAPTURE(BM_MlaDecode, f16, KvCacheType::F16)->Apply(Shapes);
-BENCHMARK_CAPTURE(BM_MlaDecode, bf16, KvCacheType::BF16)->Apply(Shapes);
-BENCHMARK_CAPTURE(BM_MlaDecode, q8_0, KvCacheType::Q8_0)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MlaDecode, f32, KvCacheType::F32, false)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MlaDecode, f16, KvCacheType::F16, false)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MlaDecode, bf16, KvCacheType::BF16, false)->Apply(Shapes);
+BENCHMARK_CAPTURE(BM_MlaDecode, q8_0, KvCacheType::Q8_0, false)->Apply(Shapes);
+// The bench preset's 16 heads at 512 positions, cache from memory, then 1 or 2 MiB read: an L2's
+// worth, about what one layer's attn_v_b and attn_output give a thread at 1 thread (2 MiB) or 2.
+BENCHMARK_CAPTURE(BM_MlaDecode, f16_then_read, KvCacheType::F16, true)
+    ->ArgNames({"heads", "ctx", "stream", "read_kib", "prefetch"})
+    ->ArgsProduct({{16}, {512}, {1}, {512, 1024, 2048}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace zenmoe
