@@ -161,8 +161,8 @@ BENCHMARK_CAPTURE(BM_MlaDecode, f32, KvCacheType::F32, false)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MlaDecode, f16, KvCacheType::F16, false)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MlaDecode, bf16, KvCacheType::BF16, false)->Apply(Shapes);
 BENCHMARK_CAPTURE(BM_MlaDecode, q8_0, KvCacheType::Q8_0, false)->Apply(Shapes);
-// The bench preset's 16 heads at 512 positions, cache from memory, then 1 or 2 MiB read: an L2's
-// worth, about what one layer's attn_v_b and attn_output give a thread at 1 thread (2 MiB) or 2.
+// The bench preset's 16 heads at 512 positions, cache from memory, then 512 KiB to 2 MiB read (a
+// thread's attn_v_b and attn_output in one layer: 2.9 MiB at 1 thread, half at 2).
 BENCHMARK_CAPTURE(BM_MlaDecode, f16_then_read, KvCacheType::F16, true)
     ->ArgNames({"heads", "ctx", "stream", "read_kib", "prefetch"})
     ->ArgsProduct({{16}, {512}, {1}, {512, 1024, 2048}, {0, 1}})
