@@ -58,9 +58,9 @@ enum class GlueOp : uint8_t {
   // the call its `stats` piece holds per head k the largest scaled score (stats[k]), the
   // softmax sum (stats[lanes + k]) and 1 / that sum (stats[2 * lanes + k]).
   // call.w (as int64_t*) and call.n_visible: a side stream, n_visible (address, bytes) pairs of
-  // memory the kernel asks into L2 in order while it scores, spread evenly over the scoring,
-  // at most a line per step (the weights the thread reads after the attention); results are
-  // the same without it. n_visible 0: none.
+  // memory the kernel asks into L2 in order while it computes, spread evenly over the call, at
+  // most a line per step (the weights the thread reads after the attention); results are the
+  // same without it. n_visible 0: none.
   kAttnDecode = 8,
 };
 inline constexpr int kGlueOpCount = 9;
@@ -79,7 +79,7 @@ inline constexpr uint8_t kGlueNormWeights = 4; // kRouter: divide weights by the
 
 // Bumped whenever the generator emits different code for the same descriptor, so cached
 // objects of an older generator are never loaded for a newer one.
-inline constexpr uint16_t kGlueGeneratorVersion = 10;
+inline constexpr uint16_t kGlueGeneratorVersion = 11;
 
 // The only input of glue code generation. Trivially copyable, no padding: its bytes are the
 // cache key. Fields an op does not use must stay at their defaults (validate() checks).

@@ -271,8 +271,18 @@ class Flash {
     if (g < ng) steps += kScoreRows / score_rows(static_cast<int>(ng - g)) * terms;
     return steps;
   }
+  // Value row steps (iterations of the values_block row loop) per row, or per row pair in the
+  // bf16 dot form.
+  int64_t value_steps_per_row() const {
+    auto per = [&](int GB) { return V / value_cols(GB) + V % value_cols(GB); };
+    int64_t steps = 0, g = 0;
+    for (; g + 4 <= ng; g += 4) steps += per(4);
+    if (g < ng) steps += per(static_cast<int>(ng - g));
+    return steps;
+  }
   // The side stream (a.w: a.n_visible pairs of address and byte count, fetched in order) is
-  // spread evenly over the call's score steps, at most a line per step; without ranges the
+  // spread evenly over the call's score and value steps, at most a line per step (issued all at
+  // once, prefetches fill the core's miss buffers and stall the arithmetic); without ranges the
   // queries' first line, in L1 all along, stands in for it.
   void side_init() {
     llvm::AllocaInst* total = k.slot(k.i64, 1, "side_total");
@@ -282,7 +292,9 @@ class Flash {
       b.CreateStore(b.CreateAdd(b.CreateLoad(k.i64, total), bytes), total);
     });
     Value* blocks = b.CreateSDiv(b.CreateAdd(a.n, k.ci64(kScoreRows - 1)), k.ci64(kScoreRows));
-    Value* steps = b.CreateMul(blocks, k.ci64(score_steps_per_block()));
+    Value* value_rows = dot ? b.CreateSDiv(b.CreateAdd(a.n, k.ci64(1)), k.ci64(2)) : a.n;
+    Value* steps = b.CreateAdd(b.CreateMul(blocks, k.ci64(score_steps_per_block())),
+                               b.CreateMul(value_rows, k.ci64(value_steps_per_row())));
     Value* rate = b.CreateSDiv(b.CreateShl(b.CreateLoad(k.i64, total), k.ci64(8)), steps);
     b.CreateStore(min64(b.CreateAdd(rate, k.ci64(1)), k.ci64(64 << 8)), side_rate);
     b.CreateStore(k.ci64(-1), side_r);
@@ -324,6 +336,7 @@ class Flash {
     auto yt_idx = [&](int c, int g) {
       return b.CreateAdd(b.CreateMul(b.CreateAdd(c0, k.ci64(c)), k.ci64(lanes)), k.ci64(16 * (g0 + g)));
     };
+    side_advance();
     for (int c = 0; c < CB; ++c)
       for (int g = 0; g < GB; ++g) {
         acc.push_back(k.slot(k.vf32, 1, "vacc"));
@@ -331,6 +344,7 @@ class Flash {
       }
     k.loop(k.ci64(0), steps, 1, [&](Value* j) {
       prefetch_step();
+      side_step();
       std::vector<Value*> pv;
       Value* prow = b.CreateMul(j, k.ci64(lanes));
       for (int g = 0; g < GB; ++g) pv.push_back(vload(probs, b.CreateAdd(prow, k.ci64(16 * (g0 + g)))));
