@@ -84,9 +84,9 @@ class MlaOp {
   // share: split by heads, every thread would walk all positions for a quarter-used vector.
   bool prepare_split(int64_t T, int nth, const refexec::Tensor& pos) const;
   // Thread `tid` of the nth prepare_split laid out, over its share of the positions: scores for
-  // its heads (all, or one vector of 16), softmax within the share, partial values. Then, once all threads are done,
-  // merge() on each thread's heads rescales the partial results by their softmax sums and
-  // maxima and adds them into y.
+  // its heads (all, or one vector of 16), softmax within the share, partial values. Then, once
+  // all threads are done, merge() on each thread's heads rescales the partial results by their
+  // softmax sums and maxima and adds them into y.
   void run_part(int tid, std::span<refexec::Tensor* const> in, AttentionScratch& scratch) const;
   void merge(int tid, int nth, refexec::Tensor& y) const;
   // Thread `tid` of `nth`: its share of the (token, head) rows.

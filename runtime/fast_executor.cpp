@@ -266,8 +266,8 @@ Status Impl::build_steps() {
   dispatch_.insert(dispatch_.end(), glue_names.begin(), glue_names.end());
   if (opts_.base.mla_form != MlaForm::kAbsorbed) link_decompressed_mla();
   link_gate_up_pairs();
-  link_side_streams(opts_.base.attn_prefetch_bytes == ExecutorOptions::kAttnPrefetchAuto ? tiles.l2_bytes
-                                                                                         : opts_.base.attn_prefetch_bytes);
+  const int64_t side = opts_.base.attn_prefetch_bytes;
+  link_side_streams(side == ExecutorOptions::kAttnPrefetchAuto ? tiles.l2_bytes : side);
   if (mla_total_ > 0)
     dispatch_.push_back("mla_attention: " + std::string(mla_form_name(opts_.base.mla_form)) + ", decompressed form in " +
                         std::to_string(mla_linked_) + " of " + std::to_string(mla_total_) + " layers");
@@ -289,7 +289,7 @@ void Impl::link_side_streams(int64_t budget) {
   const int nth = pool_->size();
   int64_t most = 0;
   for (size_t m = 0; m < steps_.size(); ++m) {
-    if (steps_[m].kind != StepKind::Mla) continue;
+    if (steps_[m].kind != StepKind::Mla || steps_[m].mla->decode_lanes().empty()) continue;  // no decode kernels
     steps_[m].side.assign(static_cast<size_t>(nth), {});
     for (int tid = 0; tid < nth; ++tid) {
       std::vector<int64_t>& ranges = steps_[m].side[static_cast<size_t>(tid)];

@@ -88,7 +88,8 @@ std::pair<const uint8_t*, int64_t> MatOp::decode_share(int tid, int nth) const {
   if (n_mats_ >= 2 * nth) {  // one column per head: whole heads per thread (run_dense)
     const Range hr = split_range(n_mats_, nth, tid, 1);
     if (hr.begin >= hr.end) return {nullptr, 0};
-    return {packed_->mat(hr.begin), (hr.end - hr.begin - 1) * static_cast<int64_t>(packed_->req.mat_stride) + packed_->layout.total_bytes};
+    const auto stride = static_cast<int64_t>(packed_->req.mat_stride);
+    return {packed_->mat(hr.begin), (hr.end - hr.begin - 1) * stride + packed_->layout.total_bytes};
   }
   if (n_mats_ != 1) return {nullptr, 0};
   const Range rr = split_range(N_, nth, tid, row_block_);

@@ -103,7 +103,7 @@ class Flash {
   llvm::Function *dp_fn = nullptr, *cvt_fn = nullptr;  // vdpbf16ps, vcvtneps2bf16 (512-bit)
   llvm::AllocaInst *pf_at, *pf_left;  // next tile: byte offset of the next line to ask for, lines left
   // Side stream: the range being fetched, the offset reached in it (in 1/256 bytes), its start,
-  // the offset of its last byte, and the advance per score step (in 1/256 bytes).
+  // the offset of its last byte, and the advance per step (in 1/256 bytes).
   llvm::AllocaInst *side_r, *side_at, *side_base, *side_last, *side_rate;
   int64_t pf_per = 1;                  // lines per value row step
 
@@ -305,7 +305,8 @@ class Flash {
   // Once the current side range is passed, the next one, if any.
   void side_advance() {
     Value* r = b.CreateAdd(b.CreateLoad(k.i64, side_r), k.ci64(1));
-    Value* passed = b.CreateICmpSGT(b.CreateAShr(b.CreateLoad(k.i64, side_at), k.ci64(8)), b.CreateLoad(k.i64, side_last));
+    Value* at = b.CreateAShr(b.CreateLoad(k.i64, side_at), k.ci64(8));
+    Value* passed = b.CreateICmpSGT(at, b.CreateLoad(k.i64, side_last));
     k.if_then(b.CreateAnd(passed, b.CreateICmpSLT(r, a.n_visible)), [&] {
       Value* pair = k.at(k.i64, a.w, b.CreateMul(r, k.ci64(2)));
       b.CreateStore(b.CreateIntToPtr(b.CreateLoad(k.i64, pair), k.ptr), side_base);
@@ -315,7 +316,7 @@ class Flash {
     });
   }
   // The line at the stream's offset into L2, then the offset advanced; past the range's end, its
-  // last line again (no branch in the scores loop).
+  // last line again (no branch in the step loops).
   void side_step() {
     Value* at = b.CreateLoad(k.i64, side_at);
     Value* off = min64(b.CreateAShr(at, k.ci64(8)), b.CreateLoad(k.i64, side_last));
