@@ -178,6 +178,8 @@ TEST_F(CompileCli, BadInputsFailCleanly) {
   expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 --mmap --no-mmap", "not both");
   expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 --mla sometimes", "--mla must be auto, absorbed or");
   expect_one_line_error("logits -m " + q(gguf_) + " --tokens 1 --mode prefill -o x -ub 0", "ubatch-size");
+  expect_one_line_error("run -m " + q(gguf_) + " -p hi -n 1 --attn-prefetch -3", "--attn-prefetch must be in");
+  expect_one_line_error("bench model " + q(gguf_) + " --attn-prefetch x", "--attn-prefetch expects an integer");
   // A plan that is not a plan.
   fs::copy_file(fs::path(ZENMOE_ORACLE_DIR) / "tiny-q4ks.dequant.json", dir_ / "bad.zplan");
   expect_one_line_error("run -m " + q(dir_ / "bad.zplan") + " -p hi -n 1", "bad.zplan");
