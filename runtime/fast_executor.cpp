@@ -293,16 +293,17 @@ void Impl::link_side_streams(int64_t budget) {
     steps_[m].side.assign(static_cast<size_t>(nth), {});
     for (int tid = 0; tid < nth; ++tid) {
       std::vector<int64_t>& ranges = steps_[m].side[static_cast<size_t>(tid)];
-      int64_t left = budget;
-      for (size_t i = m + 1; i < steps_.size() && left > 0; ++i) {
+      std::vector<std::pair<const uint8_t*, int64_t>> reads;
+      for (size_t i = m + 1; i < steps_.size(); ++i) {
         const Step& s = steps_[i];
         if (s.kind == StepKind::GateUp || s.kind == StepKind::Mla) break;
-        if (s.kind != StepKind::Mat) continue;
-        const auto [p, bytes] = s.mat->decode_share(tid, nth);
-        if (p == nullptr) break;
-        ranges.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(p)));
-        ranges.push_back(std::min(bytes, left));
-        left -= bytes;
+        if (s.kind == StepKind::Mat && !s.mat->decode_share(tid, nth, reads)) break;
+      }
+      int64_t left = budget;
+      for (size_t r = 0; r < reads.size() && left > 0; ++r) {
+        ranges.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(reads[r].first)));
+        ranges.push_back(std::min(reads[r].second, left));
+        left -= reads[r].second;
       }
       most = std::max(most, budget - std::max<int64_t>(left, 0));
     }

@@ -83,20 +83,21 @@ uint64_t MatOp::token_bytes() const {
   return static_cast<uint64_t>(per_mat * (by_expert_ ? k_used_ : n_mats_));
 }
 
-std::pair<const uint8_t*, int64_t> MatOp::decode_share(int tid, int nth) const {
-  if (by_expert_ || packed_ == nullptr) return {nullptr, 0};
-  if (n_mats_ >= 2 * nth) {  // one column per head: whole heads per thread (run_dense)
+bool MatOp::decode_share(int tid, int nth, std::vector<std::pair<const uint8_t*, int64_t>>& out) const {
+  if (by_expert_ || packed_ == nullptr) return false;
+  const auto stride = static_cast<int64_t>(packed_->req.mat_stride);
+  if (heads_per_thread(1, nth)) {
     const Range hr = split_range(n_mats_, nth, tid, 1);
-    if (hr.begin >= hr.end) return {nullptr, 0};
-    const auto stride = static_cast<int64_t>(packed_->req.mat_stride);
-    return {packed_->mat(hr.begin), (hr.end - hr.begin - 1) * stride + packed_->layout.total_bytes};
+    if (hr.begin < hr.end)
+      out.emplace_back(packed_->mat(hr.begin), (hr.end - hr.begin - 1) * stride + packed_->layout.total_bytes);
+    return true;
   }
-  if (n_mats_ != 1) return {nullptr, 0};
   const Range rr = split_range(N_, nth, tid, row_block_);
-  if (rr.begin >= rr.end) return {nullptr, 0};
+  if (rr.begin >= rr.end) return true;
   const int64_t rb = packed_->layout.row_block, gs = packed_->layout.group_stride;
   const int64_t g0 = rr.begin / rb, g1 = (rr.end + rb - 1) / rb;
-  return {packed_->mat(0) + g0 * gs, (g1 - g0) * gs};
+  for (int64_t m = 0; m < n_mats_; ++m) out.emplace_back(packed_->mat(m) + g0 * gs, (g1 - g0) * gs);
+  return true;
 }
 
 Status ExpertSlots::group(const Tensor& ids, int64_t n_experts, int64_t k_used, bool per_slot_x) {
@@ -201,7 +202,7 @@ void MatOp::zero_rows(int tid, int nth, Tensor& y) const {
 void MatOp::run_dense(int tid, int nth, const Tensor& x, Tensor& y) const {
   const int64_t cols = x.rows(), xrb = x.row_size();
   const int64_t per_mat = cols / n_mats_;
-  if (per_mat == 1 && n_mats_ >= 2 * nth) {
+  if (heads_per_thread(per_mat, nth)) {
     // One column per head (decode): whole heads per thread, one kernel call each, instead of
     // every thread taking a slice of every head.
     const Range hr = split_range(n_mats_, nth, tid, 1);

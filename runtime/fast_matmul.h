@@ -57,12 +57,15 @@ class MatOp {
   const std::string& kernel_name() const { return kernel_name_; }
   // Weight bytes one token's product reads: every matrix, or k_used experts of a routed op.
   uint64_t token_bytes() const;
-  // The packed bytes thread `tid` of `nth` reads for one token's product, one range: its rows
-  // (or its heads' matrices). Empty for routed ops and unpacked weights.
-  std::pair<const uint8_t*, int64_t> decode_share(int tid, int nth) const;
+  // Appends the packed bytes thread `tid` of `nth` reads for one token's product, as (start,
+  // size) ranges: its heads' matrices, or its rows of every matrix. False (nothing appended)
+  // for routed ops, whose rows depend on the routing, and unpacked weights.
+  bool decode_share(int tid, int nth, std::vector<std::pair<const uint8_t*, int64_t>>& out) const;
 
  private:
   void rows(int64_t mat, int64_t r0, int64_t r1, const uint8_t* x, float* y, float alpha = 1.0f) const;
+  // run_dense with one column per matrix (decode of a 3-D weight): whole matrices per thread.
+  bool heads_per_thread(int64_t per_mat, int nth) const { return per_mat == 1 && n_mats_ >= 2 * nth; }
   // matmul_id_sum: zeroes this thread's rows of every token before the slots accumulate.
   void zero_rows(int tid, int nth, refexec::Tensor& y) const;
   void run_dense(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;

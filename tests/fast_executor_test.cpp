@@ -418,7 +418,7 @@ TEST_F(FastVsReference, SplitDecodeAgreesWithOneThread) {
 
 // Decode attention prefetching the weights after it (none, a KiB, an L2's worth) changes no bit
 // of the logits, at 1 thread and at 2 (positions split across them), and the dispatch log says
-// how much each thread asks for.
+// how much each thread asks for, also where the heads' products split rows instead of heads.
 TEST_F(FastVsReference, AttentionPrefetchChangesNoBits) {
   auto model = gguf::Model::open(path_);
   ASSERT_TRUE(model.has_value()) << model.error();
@@ -446,6 +446,16 @@ TEST_F(FastVsReference, AttentionPrefetchChangesNoBits) {
     for (size_t r = 1; r < runs.size(); ++r)
       EXPECT_EQ(0, std::memcmp(runs[0].data(), runs[r].data(), runs[0].size() * sizeof(float)))
           << threads << " threads, run " << r;
+  }
+  // 16 heads on 9 threads: the attn_v_b products split rows of every head instead of whole
+  // heads, and their ranges still reach the stream.
+  if (isa::host_supports(isa::IsaLevel::kAvx512)) {
+    auto ex = fast(*model, 9, 8);
+    ASSERT_TRUE(ex);
+    const auto log = dynamic_cast<const FastExecutor&>(*ex).dispatch_log();
+    EXPECT_TRUE(std::any_of(log.begin(), log.end(), [](const std::string& l) {
+      return l.starts_with("mla_attention: decode prefetches up to ");
+    }));
   }
 }
 
