@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "codegen/perf_map.h"
 #include "codegen/x64/generators.h"
 #include "kernels/pack.h"
 
@@ -82,8 +83,12 @@ Expected<std::shared_ptr<const Kernel>> Registry::get(const KernelDesc& d) {
     Expected<std::unique_ptr<KernelCode>> code = make_code(d);
     std::lock_guard<std::mutex> lock(mu_);
     ++generated_;
-    if (code) slot->kernel = std::make_shared<const Kernel>(d, std::move(*code));
-    else slot->error = code.error();
+    if (code) {
+      slot->kernel = std::make_shared<const Kernel>(d, std::move(*code));
+      perf_map_note(slot->kernel->code(), slot->kernel->code_size(), slot->kernel->name());
+    } else {
+      slot->error = code.error();
+    }
   });
   if (!slot->kernel) return Error{slot->error};
   return slot->kernel;

@@ -21,6 +21,7 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/Object/ELFObjectFile.h>
 #include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/TargetSelect.h>
@@ -32,6 +33,7 @@
 #include "codegen/glue.h"
 #include "codegen/llvm/glue_ir.h"
 #include "codegen/llvm/object_cache.h"
+#include "codegen/perf_map.h"
 
 namespace zenmoe {
 namespace {
@@ -160,6 +162,24 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
 }
 
 std::string symbol_of(const GlueDesc& d) { return "zenmoe_glue_" + hex64(glue_hash(d)); }
+
+// The size the object's symbol table gives `name` (0 if absent or unreadable): for the perf map.
+uint64_t symbol_size(const llvm::MemoryBuffer& obj, const std::string& name) {
+  auto file = llvm::object::ObjectFile::createObjectFile(obj.getMemBufferRef());
+  if (!file) {
+    llvm::consumeError(file.takeError());
+    return 0;
+  }
+  for (const llvm::object::SymbolRef& sym : (*file)->symbols()) {
+    auto n = sym.getName();
+    if (!n) {
+      llvm::consumeError(n.takeError());
+      continue;
+    }
+    if (*n == name) return llvm::object::ELFSymbolRef(sym).getSize();
+  }
+  return 0;
+}
 
 }  // namespace
 
@@ -294,6 +314,7 @@ Expected<GlueFn> GlueSession::Impl::generate(const GlueDesc& d) {
     if (!compiled) return Error{"glue: " + glue_name(d) + ": code generation failed: " + to_string(compiled.takeError())};
     obj = std::move(*compiled);
   }
+  const uint64_t code_bytes = perf_map_enabled() ? symbol_size(*obj, symbol_of(d)) : 0;
   if (llvm::Error e = jit_->addObjectFile(std::move(obj)))
     return Error{"glue: " + glue_name(d) + ": cannot link object: " + to_string(std::move(e))};
   auto addr = jit_->lookup(symbol_of(d));
@@ -302,6 +323,7 @@ Expected<GlueFn> GlueSession::Impl::generate(const GlueDesc& d) {
     std::lock_guard<std::mutex> slock(mu_);
     ++(from_cache ? stats_.loaded : stats_.generated);
   }
+  perf_map_note(addr->toPtr<const void*>(), code_bytes, glue_name(d));
   return addr->toPtr<GlueFn>();
 }
 
