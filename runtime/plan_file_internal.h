@@ -33,6 +33,11 @@ Status validate_placement(const PlanHeader& h, const std::string& where);
 // Fills mat_stride (when 0), nbytes, offset and weights_bytes; the fields must be valid.
 Status place_tensors(PlanHeader* h, const std::string& where);
 
+// Reads bytes [0, size) of the file at `path` into dst: chunks of `chunk` bytes dealt out to
+// `threads` threads in turn, so the first touch of the destination pages (zeroing fresh huge
+// pages, the larger part of the cost) runs on every thread too. Error if the file is shorter.
+Status read_file_parallel(const std::string& path, uint8_t* dst, uint64_t size, int threads, uint64_t chunk);
+
 // Parses and validates plan file bytes (everything read_plan checks except the side file);
 // `weights_id` receives the id the side file must carry. Never reads outside [data, data+n).
 Expected<PlanHeader> parse_plan(const uint8_t* data, size_t n, const std::string& where,

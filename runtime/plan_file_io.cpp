@@ -1,6 +1,7 @@
 // Plan file I/O: the atomic writer (temporaries renamed at the end, removed on any failure or
 // on SIGINT / SIGTERM) and the validating reader with its read-only mapping of the side file.
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,8 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "runtime/plan_file.h"
 #include "runtime/huge_buffer.h"
@@ -352,27 +355,55 @@ bool fits_in_memory(uint64_t bytes) {
   return bytes < static_cast<uint64_t>(kib) * 1024 / 2;
 }
 
-// Reads the whole side file (already validated through its mapping) into huge-page memory.
+// Reads the whole side file (already validated through its mapping) into huge-page memory, on
+// as many threads as this process may use cores (32 MiB chunks: whole huge pages).
 Expected<std::shared_ptr<uint8_t>> copy_side_file(const std::string& path, uint64_t size) {
   auto buf = alloc_huge_buffer(size, path.c_str());
   if (!buf) return Error{buf.error()};
-  Fd f;
-  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (f.fd < 0) return Error{path + ": cannot open the plan's weights: " + errno_text()};
-  uint64_t done = 0;
-  while (done < size) {
-    const size_t want = static_cast<size_t>(std::min<uint64_t>(size - done, uint64_t{1} << 30));
-    const ssize_t r = ::pread(f.fd, buf->get() + done, want, static_cast<off_t>(done));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return Error{path + ": reading the plan's weights failed: " + (r < 0 ? errno_text() : "file shrank")};
-    done += static_cast<uint64_t>(r);
-  }
+  cpu_set_t set;
+  int cores = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  cores = std::max(1, std::min(cores, 64));
+  ZENMOE_RETURN_IF_ERROR(detail::read_file_parallel(path, buf->get(), size, cores, uint64_t{32} << 20));
   return buf;
 }
 
 }  // namespace
 
 namespace detail {
+
+Status read_file_parallel(const std::string& path, uint8_t* dst, uint64_t size, int threads, uint64_t chunk) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (f.fd < 0) return Error{path + ": cannot open the plan's weights: " + errno_text()};
+  chunk = std::max<uint64_t>(chunk, 1);
+  const uint64_t chunks = (size + chunk - 1) / chunk;
+  threads = static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), chunks)));
+  std::mutex mu;
+  std::string first_error;
+  auto work = [&](int tid) {
+    for (uint64_t c = static_cast<uint64_t>(tid); c < chunks; c += static_cast<uint64_t>(threads)) {
+      const uint64_t end = std::min(size, (c + 1) * chunk);
+      for (uint64_t done = c * chunk; done < end;) {
+        const ssize_t r = ::pread(f.fd, dst + done, static_cast<size_t>(end - done), static_cast<off_t>(done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+          const int e = errno;
+          std::lock_guard<std::mutex> lock(mu);
+          if (first_error.empty())
+            first_error = path + ": reading the plan's weights failed: " + (r < 0 ? std::strerror(e) : "file shrank");
+          return;
+        }
+        done += static_cast<uint64_t>(r);
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& t : pool) t.join();
+  if (!first_error.empty()) return Error{first_error};
+  return Status::ok();
+}
 
 namespace {
 

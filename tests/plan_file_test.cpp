@@ -2,6 +2,8 @@
 // and corrupt plans and side files, atomic writing, and the GGUF tensor table checksum.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -213,6 +215,45 @@ TEST(PlanFile, RoundTrip) {
 
 // The packer's real output travels through the side file unchanged and still computes the
 // same GEMV from the mapping.
+// The side file's copy into memory reads chunks on several threads: every byte lands where it
+// belongs whatever the chunk and thread counts; a file shorter than asked is one error.
+TEST(PlanFile, ParallelReadPlacesEveryChunk) {
+  TempDir dir;
+  const std::string path = dir.file("bytes.bin");
+  const uint64_t size = 1000003;  // not a multiple of any chunk
+  std::vector<uint8_t> want(size);
+  std::mt19937 rng(9);
+  for (uint8_t& b : want) b = static_cast<uint8_t>(rng());
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(want.data(), 1, want.size(), f), want.size());
+    std::fclose(f);
+  }
+  for (const auto& [threads, chunk] : {std::pair{1, uint64_t{1} << 20}, std::pair{3, uint64_t{4096}},
+                                       std::pair{4, uint64_t{77777}}, std::pair{8, size}, std::pair{5, uint64_t{1}}}) {
+    if (chunk == 1 && threads == 5) {  // one byte per pread: a smaller file keeps it quick
+      std::vector<uint8_t> got(4099, 0xEE);
+      ASSERT_TRUE(detail::read_file_parallel(path, got.data(), got.size(), threads, chunk).is_ok());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0);
+      continue;
+    }
+    std::vector<uint8_t> got(size + 16, 0xEE);
+    Status s = detail::read_file_parallel(path, got.data(), size, threads, chunk);
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), size), 0) << threads << " threads, chunks of " << chunk;
+    for (size_t i = size; i < got.size(); ++i) ASSERT_EQ(got[i], 0xEE) << "wrote past the end";
+  }
+  std::vector<uint8_t> got(size + 5000);
+  Status s = detail::read_file_parallel(path, got.data(), got.size(), 3, 4096);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("file shrank"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find('\n'), std::string::npos);
+  s = detail::read_file_parallel(dir.file("missing.bin"), got.data(), 10, 2, 4096);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("cannot open"), std::string::npos) << s.message();
+}
+
 TEST(PlanFile, PackedWeightsSurviveTheSideFile) {
   TempDir dir;
   const int64_t rows = 24, cols = 512;
