@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -377,11 +378,12 @@ Status read_file_parallel(const std::string& path, uint8_t* dst, uint64_t size, 
   if (f.fd < 0) return Error{path + ": cannot open the plan's weights: " + errno_text()};
   chunk = std::max<uint64_t>(chunk, 1);
   const uint64_t chunks = (size + chunk - 1) / chunk;
-  threads = static_cast<int>(std::max<uint64_t>(1, std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), chunks)));
+  std::atomic<uint64_t> next{0};  // chunks are taken in turn: a thread that cannot start costs no bytes
+  std::atomic<bool> failed{false};
   std::mutex mu;
   std::string first_error;
-  auto work = [&](int tid) {
-    for (uint64_t c = static_cast<uint64_t>(tid); c < chunks; c += static_cast<uint64_t>(threads)) {
+  auto work = [&] {
+    for (uint64_t c; !failed.load(std::memory_order_relaxed) && (c = next.fetch_add(1)) < chunks;) {
       const uint64_t end = std::min(size, (c + 1) * chunk);
       for (uint64_t done = c * chunk; done < end;) {
         const ssize_t r = ::pread(f.fd, dst + done, static_cast<size_t>(end - done), static_cast<off_t>(done));
@@ -389,7 +391,7 @@ Status read_file_parallel(const std::string& path, uint8_t* dst, uint64_t size, 
         if (r <= 0) {
           const int e = errno;
           std::lock_guard<std::mutex> lock(mu);
-          if (first_error.empty())
+          if (!failed.exchange(true))
             first_error = path + ": reading the plan's weights failed: " + (r < 0 ? std::strerror(e) : "file shrank");
           return;
         }
@@ -398,10 +400,17 @@ Status read_file_parallel(const std::string& path, uint8_t* dst, uint64_t size, 
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
-  work(0);
+  const uint64_t helpers = std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), chunks) - (chunks > 0);
+  for (uint64_t t = 0; t < helpers; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // fewer threads: the others take its chunks
+    }
+  }
+  work();
   for (std::thread& t : pool) t.join();
-  if (!first_error.empty()) return Error{first_error};
+  if (failed.load()) return Error{first_error};
   return Status::ok();
 }
 
