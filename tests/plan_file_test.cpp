@@ -2,11 +2,10 @@
 // and corrupt plans and side files, atomic writing, and the GGUF tensor table checksum.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <random>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -213,8 +212,6 @@ TEST(PlanFile, RoundTrip) {
   EXPECT_EQ(copied_moved.tensor_data(0)[3], pattern(0, 3));
 }
 
-// The packer's real output travels through the side file unchanged and still computes the
-// same GEMV from the mapping.
 // The side file's copy into memory reads chunks on several threads: every byte lands where it
 // belongs whatever the chunk and thread counts; a file shorter than asked is one error.
 TEST(PlanFile, ParallelReadPlacesEveryChunk) {
@@ -230,19 +227,18 @@ TEST(PlanFile, ParallelReadPlacesEveryChunk) {
     ASSERT_EQ(std::fwrite(want.data(), 1, want.size(), f), want.size());
     std::fclose(f);
   }
-  for (const auto& [threads, chunk] : {std::pair{1, uint64_t{1} << 20}, std::pair{3, uint64_t{4096}},
-                                       std::pair{4, uint64_t{77777}}, std::pair{8, size}, std::pair{5, uint64_t{1}}}) {
-    if (chunk == 1 && threads == 5) {  // one byte per pread: a smaller file keeps it quick
-      std::vector<uint8_t> got(4099, 0xEE);
-      ASSERT_TRUE(detail::read_file_parallel(path, got.data(), got.size(), threads, chunk).is_ok());
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0);
-      continue;
-    }
-    std::vector<uint8_t> got(size + 16, 0xEE);
-    Status s = detail::read_file_parallel(path, got.data(), size, threads, chunk);
+  struct Case {
+    int threads;
+    uint64_t chunk, bytes;  // bytes read from the start of the file
+  };
+  const Case cases[] = {{1, uint64_t{1} << 20, size}, {3, 4096, size}, {4, 77777, size}, {8, size, size},
+                        {5, 1, 4099}};  // one byte per read: fewer bytes keep it quick
+  for (const auto& [threads, chunk, bytes] : cases) {
+    std::vector<uint8_t> got(bytes + 16, 0xEE);
+    Status s = detail::read_file_parallel(path, got.data(), bytes, threads, chunk);
     ASSERT_TRUE(s.is_ok()) << s.message();
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), size), 0) << threads << " threads, chunks of " << chunk;
-    for (size_t i = size; i < got.size(); ++i) ASSERT_EQ(got[i], 0xEE) << "wrote past the end";
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), bytes), 0) << threads << " threads, chunks of " << chunk;
+    for (size_t i = bytes; i < got.size(); ++i) ASSERT_EQ(got[i], 0xEE) << "wrote past the end";
   }
   std::vector<uint8_t> got(size + 5000);
   Status s = detail::read_file_parallel(path, got.data(), got.size(), 3, 4096);
@@ -254,6 +250,8 @@ TEST(PlanFile, ParallelReadPlacesEveryChunk) {
   EXPECT_NE(s.message().find("cannot open"), std::string::npos) << s.message();
 }
 
+// The packer's real output travels through the side file unchanged and still computes the
+// same GEMV from the mapping.
 TEST(PlanFile, PackedWeightsSurviveTheSideFile) {
   TempDir dir;
   const int64_t rows = 24, cols = 512;
