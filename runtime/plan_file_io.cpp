@@ -14,6 +14,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <system_error>
@@ -140,6 +141,30 @@ Status write_all(int fd, const std::string& bytes, const std::string& where) {
   return Status::ok();
 }
 
+// Cores this process may use (its CPU affinity), at least 1 and at most 64.
+int usable_cores() {
+  cpu_set_t set;
+  const int n = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+  return std::max(1, std::min(n, 64));
+}
+
+// fn() on up to `threads` threads (this one included, none beyond `jobs`); fn takes its work
+// from a shared counter, so a helper thread that cannot start leaves nothing undone.
+void run_on_threads(int threads, uint64_t jobs, const std::function<void()>& fn) {
+  std::vector<std::thread> pool;
+  const uint64_t helpers = std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), jobs) - (jobs > 0);
+  for (uint64_t t = 0; t < helpers; ++t) {
+    try {
+      pool.emplace_back(fn);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  fn();
+  for (std::thread& t : pool) t.join();
+}
+void run_on_cores(uint64_t jobs, const std::function<void()>& fn) { run_on_threads(usable_cores(), jobs, fn); }
+
 // Reserves the side file's blocks up front, so a full disk is an error here rather than a
 // SIGBUS while a tensor is written through the mapping.
 Status reserve(int fd, uint64_t bytes, const std::string& where) {
@@ -163,16 +188,44 @@ Status fill_side_file(int fd, const PlanHeader& h, uint64_t weights_id, const Wr
   uint64_t total = 0, done = 0;
   for (const PlanTensor& t : h.tensors) total += t.nbytes;
   if (progress) progress(0, total);
-  for (size_t i = 0; i < h.tensors.size(); ++i) {
-    const PlanTensor& t = h.tensors[i];
-    Status s = write_tensor(i, base + t.offset);
-    if (!s) return Error{where + ": tensor '" + t.name + "': " + s.message()};
-    done += t.nbytes;
-    if (progress) progress(done, total);
-    // Drops the written range from this process's page tables (the data stays in the page
-    // cache on its way to the file), so memory use does not grow with the model.
-    if (t.nbytes > (uint64_t{64} << 20)) ::madvise(base + t.offset, t.nbytes, MADV_DONTNEED);
-  }
+  // Tensors are taken in turn by a thread per usable core (their ranges are disjoint); progress
+  // is reported under a lock. The lowest failing tensor is reported; an exception from a
+  // callback is rethrown here, after every thread has stopped.
+  const size_t n = h.tensors.size();
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  size_t failed_at = n;
+  std::string failure;
+  std::exception_ptr thrown;
+  run_on_cores(n, [&] {
+    for (size_t i; !stop.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < n;) {
+      const PlanTensor& t = h.tensors[i];
+      try {
+        Status s = write_tensor(i, base + t.offset);
+        // Drops the written range from this process's page tables (the data stays in the page
+        // cache on its way to the file), so memory use does not grow with the model.
+        if (s && t.nbytes > (uint64_t{64} << 20)) ::madvise(base + t.offset, t.nbytes, MADV_DONTNEED);
+        std::lock_guard<std::mutex> lock(mu);
+        if (!s) {
+          if (i < failed_at) {
+            failed_at = i;
+            failure = where + ": tensor '" + t.name + "': " + s.message();
+          }
+          stop = true;
+          continue;
+        }
+        done += t.nbytes;
+        if (progress) progress(done, total);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!thrown) thrown = std::current_exception();
+        stop = true;
+      }
+    }
+  });
+  if (thrown) std::rethrow_exception(thrown);
+  if (failed_at < n) return Error{failure};
   std::string head(kWeightsMagic, 4);
   put_u32(&head, kPlanVersion);
   put_u64(&head, weights_id);
@@ -361,10 +414,7 @@ bool fits_in_memory(uint64_t bytes) {
 Expected<std::shared_ptr<uint8_t>> copy_side_file(const std::string& path, uint64_t size) {
   auto buf = alloc_huge_buffer(size, path.c_str());
   if (!buf) return Error{buf.error()};
-  cpu_set_t set;
-  int cores = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  cores = std::max(1, std::min(cores, 64));
-  ZENMOE_RETURN_IF_ERROR(detail::read_file_parallel(path, buf->get(), size, cores, uint64_t{32} << 20));
+  ZENMOE_RETURN_IF_ERROR(detail::read_file_parallel(path, buf->get(), size, usable_cores(), uint64_t{32} << 20));
   return buf;
 }
 
@@ -399,17 +449,7 @@ Status read_file_parallel(const std::string& path, uint8_t* dst, uint64_t size, 
       }
     }
   };
-  std::vector<std::thread> pool;
-  const uint64_t helpers = std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), chunks) - (chunks > 0);
-  for (uint64_t t = 0; t < helpers; ++t) {
-    try {
-      pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      break;  // fewer threads: the others take its chunks
-    }
-  }
-  work();
-  for (std::thread& t : pool) t.join();
+  run_on_threads(threads, chunks, work);
   if (failed.load()) return Error{first_error};
   return Status::ok();
 }

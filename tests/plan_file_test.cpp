@@ -2,12 +2,17 @@
 // and corrupt plans and side files, atomic writing, and the GGUF tensor table checksum.
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <mutex>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -630,6 +635,45 @@ TEST(PlanFile, FailedWriteLeavesNoFileAndKeepsTheOldPlan) {
   s = write_plan(empty.file("m.zplan"), sample_header(), [](size_t, uint8_t*) { return Status(Error{"no"}); });
   EXPECT_FALSE(s.is_ok());
   EXPECT_EQ(empty.entries(), 0u);
+}
+
+// Tensors are written on a thread per usable core: tensor 0's writer waits for another tensor's
+// to start (it would wait in vain on one thread), the plan reads back whole, and when several
+// fail the lowest is the one reported.
+TEST(PlanFile, TensorsAreWrittenInParallel) {
+  cpu_set_t set;
+  if (::sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) GTEST_SKIP() << "needs 2 cores";
+  TempDir dir;
+  const std::string path = dir.file("par.zplan");
+  PlanHeader placed = sample_header();
+  ASSERT_TRUE(layout_tensors(&placed).is_ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool other_started = false;
+  Status s = write_plan(path, sample_header(), [&](size_t i, uint8_t* dst) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (i == 0) {
+      if (!cv.wait_for(lock, std::chrono::seconds(20), [&] { return other_started; }))
+        return Status(Error{"no other tensor was written meanwhile"});
+    } else {
+      other_started = true;
+      cv.notify_all();
+    }
+    lock.unlock();
+    return fill_pattern(placed, i, dst);
+  });
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  Expected<LoadedPlan> r = read_plan(path);
+  ASSERT_TRUE(r.has_value()) << r.error();
+  EXPECT_EQ(r->tensor_data(0)[3], pattern(0, 3));
+  EXPECT_EQ(r->tensor_data(2)[11], pattern(2, 11));
+
+  s = write_plan(dir.file("fail.zplan"), sample_header(), [](size_t i, uint8_t*) {
+    return i >= 1 ? Status(Error{"failed " + std::to_string(i)}) : Status::ok();
+  });
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("blk.1.ffn_gate_up_exps.weight': failed 1"), std::string::npos) << s.message();
+  EXPECT_EQ(dir.entries(), 2u);  // the first plan and its side file, nothing of the failed one
 }
 
 TEST(PlanFileDeathTest, InterruptedWriteLeavesNoTemporaries) {
