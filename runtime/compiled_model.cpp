@@ -1,8 +1,11 @@
 #include "runtime/compiled_model.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <set>
+#include <vector>
 
 #include "codegen/kernel_desc.h"
 #include "codegen/registry.h"
@@ -206,27 +209,54 @@ Expected<CompiledModel> compile_in_memory(const gguf::Model& model, const Compil
   cm.target = opts.target;
   for (const auto& t : model.tensors()) cm.raw[t.name] = WeightBytes{t.data, t.nbytes};
   const std::vector<PackRequest> reqs = pack_requests(cm.graph, opts.target);
-  uint64_t total = 0, done = 0;
+  uint64_t total = 0;
   auto padded = [](uint64_t n) { return (n + 4095) / 4096 * 4096; };
-  for (const PackRequest& r : reqs) total += padded(r.nbytes);
+  std::vector<uint64_t> at(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    at[i] = total;
+    total += padded(reqs[i].nbytes);
+  }
   auto mem = alloc_huge_buffer(total, "compile");
   if (!mem) return Error{mem.error()};
   cm.storage.push_back(std::static_pointer_cast<void>(*mem));
-  for (const PackRequest& r : reqs) {
-    const bool pair = r.kind == PackKind::kGateUp;
-    auto it = cm.raw.find(pair ? r.gate : r.name);
-    auto up = pair ? cm.raw.find(r.up) : cm.raw.end();
-    if (it == cm.raw.end() || (pair && up == cm.raw.end()))
-      return Error{"compile: no tensor '" + r.name + "' in the model"};
-    uint8_t* dst = mem->get() + done;
-    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, it->second, dst, pair ? &up->second : nullptr));
+  // A thread per core packs a request at a time (taken in turn); the lowest failing one is
+  // reported, progress under a lock.
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  size_t failed_at = reqs.size();
+  std::string failure;
+  uint64_t done = 0;
+  run_on_threads(default_thread_count(), reqs.size(), [&] {
+    for (size_t i; !stop.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < reqs.size();) {
+      const PackRequest& r = reqs[i];
+      const bool pair = r.kind == PackKind::kGateUp;
+      auto it = cm.raw.find(pair ? r.gate : r.name);
+      auto up = pair ? cm.raw.find(r.up) : cm.raw.end();
+      Status s = it == cm.raw.end() || (pair && up == cm.raw.end())
+                     ? Status(Error{"compile: no tensor '" + r.name + "' in the model"})
+                     : pack_into_request(r, it->second, mem->get() + at[i], pair ? &up->second : nullptr);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!s) {
+        if (i < failed_at) {
+          failed_at = i;
+          failure = s.message();
+        }
+        stop = true;
+        continue;
+      }
+      done += padded(r.nbytes);
+      if (opts.progress) opts.progress(done, total);
+    }
+  });
+  if (failed_at < reqs.size()) return Error{failure};
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    const PackRequest& r = reqs[i];
     PackedMats pm;
     pm.req = r;
     pm.layout = *pack_layout(r.packed, r.row_block, r.rows, r.cols);
-    pm.data = dst;
+    pm.data = mem->get() + at[i];
     cm.packed[r.name] = pm;
-    done += padded(r.nbytes);
-    if (opts.progress) opts.progress(done, total);
   }
   return cm;
 }

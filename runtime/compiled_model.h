@@ -87,7 +87,8 @@ ir::PipelineOptions pipeline_options(isa::Target target, int threads = 0);
 struct CompileOptions {
   isa::Target target;
   bool fuse = true;  // run the passes with pipeline_options(target) (false: the plain graph)
-  // Called with (bytes packed so far, total bytes) while weights are repacked.
+  // Called with (bytes packed so far, total bytes) while weights are repacked (one call at a
+  // time, from the packing threads).
   std::function<void(uint64_t, uint64_t)> progress;
 };
 

@@ -1,7 +1,6 @@
 // Plan file I/O: the atomic writer (temporaries renamed at the end, removed on any failure or
 // on SIGINT / SIGTERM) and the validating reader with its read-only mapping of the side file.
 #include <fcntl.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,16 +13,14 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <functional>
 #include <mutex>
 #include <random>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "runtime/plan_file.h"
 #include "runtime/huge_buffer.h"
 #include "runtime/plan_file_internal.h"
+#include "runtime/thread_pool.h"
 
 namespace zenmoe::plan {
 namespace {
@@ -141,30 +138,6 @@ Status write_all(int fd, const std::string& bytes, const std::string& where) {
   return Status::ok();
 }
 
-// Cores this process may use (its CPU affinity), at least 1 and at most 64.
-int usable_cores() {
-  cpu_set_t set;
-  const int n = ::sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-  return std::max(1, std::min(n, 64));
-}
-
-// fn() on up to `threads` threads (this one included, none beyond `jobs`); fn takes its work
-// from a shared counter, so a helper thread that cannot start leaves nothing undone.
-void run_on_threads(int threads, uint64_t jobs, const std::function<void()>& fn) {
-  std::vector<std::thread> pool;
-  const uint64_t helpers = std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), jobs) - (jobs > 0);
-  for (uint64_t t = 0; t < helpers; ++t) {
-    try {
-      pool.emplace_back(fn);
-    } catch (const std::system_error&) {
-      break;
-    }
-  }
-  fn();
-  for (std::thread& t : pool) t.join();
-}
-void run_on_cores(uint64_t jobs, const std::function<void()>& fn) { run_on_threads(usable_cores(), jobs, fn); }
-
 // Reserves the side file's blocks up front, so a full disk is an error here rather than a
 // SIGBUS while a tensor is written through the mapping.
 Status reserve(int fd, uint64_t bytes, const std::string& where) {
@@ -198,7 +171,7 @@ Status fill_side_file(int fd, const PlanHeader& h, uint64_t weights_id, const Wr
   size_t failed_at = n;
   std::string failure;
   std::exception_ptr thrown;
-  run_on_cores(n, [&] {
+  run_on_threads(default_thread_count(), n, [&] {
     for (size_t i; !stop.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < n;) {
       const PlanTensor& t = h.tensors[i];
       try {
@@ -410,11 +383,11 @@ bool fits_in_memory(uint64_t bytes) {
 }
 
 // Reads the whole side file (already validated through its mapping) into huge-page memory, on
-// as many threads as this process may use cores (32 MiB chunks: whole huge pages).
+// a thread per core this process may use (32 MiB chunks: whole huge pages).
 Expected<std::shared_ptr<uint8_t>> copy_side_file(const std::string& path, uint64_t size) {
   auto buf = alloc_huge_buffer(size, path.c_str());
   if (!buf) return Error{buf.error()};
-  ZENMOE_RETURN_IF_ERROR(detail::read_file_parallel(path, buf->get(), size, usable_cores(), uint64_t{32} << 20));
+  ZENMOE_RETURN_IF_ERROR(detail::read_file_parallel(path, buf->get(), size, default_thread_count(), uint64_t{32} << 20));
   return buf;
 }
 

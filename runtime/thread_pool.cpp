@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 namespace zenmoe {
@@ -178,6 +180,20 @@ Range split_range(int64_t n, int parts, int i, int64_t unit) {
   if (r.begin > n) r.begin = n;
   if (r.end > n) r.end = n;
   return r;
+}
+
+void run_on_threads(int threads, uint64_t jobs, const std::function<void()>& fn) {
+  std::vector<std::thread> pool;
+  const uint64_t helpers = std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), jobs) - (jobs > 0);
+  for (uint64_t t = 0; t < helpers; ++t) {
+    try {
+      pool.emplace_back(fn);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
+  fn();
+  for (std::thread& t : pool) t.join();
 }
 
 int default_thread_count() {

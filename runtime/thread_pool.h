@@ -75,6 +75,11 @@ Range split_range(int64_t n, int parts, int i, int64_t unit = 1);
 // CPUs the system reports, at least 1 and at most 1024.
 int default_thread_count();
 
+// fn() on up to `threads` threads, the caller's included and none beyond `jobs` (one-off work
+// such as writing or loading weights, not the decode pool). fn takes its work from a shared
+// counter, so a helper thread that cannot be started leaves nothing undone.
+void run_on_threads(int threads, uint64_t jobs, const std::function<void()>& fn);
+
 // Data cache sizes of the first core as the machine reports them (hwloc); 0 when unknown.
 struct CacheSizes {
   int64_t l1d = 0, l2 = 0, l3 = 0;

@@ -2,8 +2,6 @@
 // and corrupt plans and side files, atomic writing, and the GGUF tensor table checksum.
 #include <gtest/gtest.h>
 
-#include <sched.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -24,6 +22,7 @@
 #include "kernels/ref/quant.h"
 #include "runtime/plan_file.h"
 #include "runtime/plan_file_internal.h"
+#include "runtime/thread_pool.h"
 
 namespace zenmoe::plan {
 namespace {
@@ -641,8 +640,7 @@ TEST(PlanFile, FailedWriteLeavesNoFileAndKeepsTheOldPlan) {
 // to start (it would wait in vain on one thread), the plan reads back whole, and when several
 // fail the lowest is the one reported.
 TEST(PlanFile, TensorsAreWrittenInParallel) {
-  cpu_set_t set;
-  if (::sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < 2) GTEST_SKIP() << "needs 2 cores";
+  if (default_thread_count() < 2) GTEST_SKIP() << "needs 2 cores";
   TempDir dir;
   const std::string path = dir.file("par.zplan");
   PlanHeader placed = sample_header();
