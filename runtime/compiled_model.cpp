@@ -1,6 +1,5 @@
 #include "runtime/compiled_model.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -219,37 +218,23 @@ Expected<CompiledModel> compile_in_memory(const gguf::Model& model, const Compil
   auto mem = alloc_huge_buffer(total, "compile");
   if (!mem) return Error{mem.error()};
   cm.storage.push_back(std::static_pointer_cast<void>(*mem));
-  // A thread per core packs a request at a time (taken in turn); the lowest failing one is
-  // reported, progress under a lock.
-  std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};
+  // A thread per core packs a request at a time; progress under a lock.
   std::mutex mu;
-  size_t failed_at = reqs.size();
-  std::string failure;
   uint64_t done = 0;
-  run_on_threads(default_thread_count(), reqs.size(), [&] {
-    for (size_t i; !stop.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < reqs.size();) {
-      const PackRequest& r = reqs[i];
-      const bool pair = r.kind == PackKind::kGateUp;
-      auto it = cm.raw.find(pair ? r.gate : r.name);
-      auto up = pair ? cm.raw.find(r.up) : cm.raw.end();
-      Status s = it == cm.raw.end() || (pair && up == cm.raw.end())
-                     ? Status(Error{"compile: no tensor '" + r.name + "' in the model"})
-                     : pack_into_request(r, it->second, mem->get() + at[i], pair ? &up->second : nullptr);
-      std::lock_guard<std::mutex> lock(mu);
-      if (!s) {
-        if (i < failed_at) {
-          failed_at = i;
-          failure = s.message();
-        }
-        stop = true;
-        continue;
-      }
-      done += padded(r.nbytes);
-      if (opts.progress) opts.progress(done, total);
-    }
+  Status packed = parallel_for_each(default_thread_count(), reqs.size(), [&](size_t i) -> Status {
+    const PackRequest& r = reqs[i];
+    const bool pair = r.kind == PackKind::kGateUp;
+    auto it = cm.raw.find(pair ? r.gate : r.name);
+    auto up = pair ? cm.raw.find(r.up) : cm.raw.end();
+    if (it == cm.raw.end() || (pair && up == cm.raw.end()))
+      return Error{"compile: no tensor '" + r.name + "' in the model"};
+    ZENMOE_RETURN_IF_ERROR(pack_into_request(r, it->second, mem->get() + at[i], pair ? &up->second : nullptr));
+    std::lock_guard<std::mutex> lock(mu);
+    done += padded(r.nbytes);
+    if (opts.progress) opts.progress(done, total);
+    return Status::ok();
   });
-  if (failed_at < reqs.size()) return Error{failure};
+  ZENMOE_RETURN_IF_ERROR(packed);
   for (size_t i = 0; i < reqs.size(); ++i) {
     const PackRequest& r = reqs[i];
     PackedMats pm;

@@ -104,7 +104,9 @@ Status layout_tensors(PlanHeader* header);
 // and are renamed at the end (side file first); on any error, an exception from a callback,
 // a failing write_tensor or SIGINT / SIGTERM during the write, both temporaries are removed.
 // write_tensor(i, dst) fills tensor i's nbytes at dst (mapped side file, 64-byte aligned,
-// zeroed). header.weights_file empty = default_weights_file(path). Offsets, nbytes and
+// zeroed); it is called once per tensor, in any order and from a thread per core at once, so it
+// must be safe to call concurrently for different tensors (progress is called one call at a
+// time, from those threads). header.weights_file empty = default_weights_file(path). Offsets, nbytes and
 // weights_bytes are assigned here; every other field is validated first.
 Status write_plan(const std::string& path, PlanHeader header, const WriteTensorFn& write_tensor,
                   const ProgressFn& progress = {});

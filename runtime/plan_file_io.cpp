@@ -15,7 +15,6 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
-#include <vector>
 
 #include "runtime/plan_file.h"
 #include "runtime/huge_buffer.h"
@@ -161,44 +160,21 @@ Status fill_side_file(int fd, const PlanHeader& h, uint64_t weights_id, const Wr
   uint64_t total = 0, done = 0;
   for (const PlanTensor& t : h.tensors) total += t.nbytes;
   if (progress) progress(0, total);
-  // Tensors are taken in turn by a thread per usable core (their ranges are disjoint); progress
-  // is reported under a lock. The lowest failing tensor is reported; an exception from a
-  // callback is rethrown here, after every thread has stopped.
-  const size_t n = h.tensors.size();
-  std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};
+  // A thread per core writes a tensor at a time (their ranges are disjoint); progress under a
+  // lock. An exception from a callback reaches write_plan once every thread has stopped.
   std::mutex mu;
-  size_t failed_at = n;
-  std::string failure;
-  std::exception_ptr thrown;
-  run_on_threads(default_thread_count(), n, [&] {
-    for (size_t i; !stop.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < n;) {
-      const PlanTensor& t = h.tensors[i];
-      try {
-        Status s = write_tensor(i, base + t.offset);
-        // Drops the written range from this process's page tables (the data stays in the page
-        // cache on its way to the file), so memory use does not grow with the model.
-        if (s && t.nbytes > (uint64_t{64} << 20)) ::madvise(base + t.offset, t.nbytes, MADV_DONTNEED);
-        std::lock_guard<std::mutex> lock(mu);
-        if (!s) {
-          if (i < failed_at) {
-            failed_at = i;
-            failure = where + ": tensor '" + t.name + "': " + s.message();
-          }
-          stop = true;
-          continue;
-        }
-        done += t.nbytes;
-        if (progress) progress(done, total);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (!thrown) thrown = std::current_exception();
-        stop = true;
-      }
-    }
-  });
-  if (thrown) std::rethrow_exception(thrown);
-  if (failed_at < n) return Error{failure};
+  ZENMOE_RETURN_IF_ERROR(parallel_for_each(default_thread_count(), h.tensors.size(), [&](size_t i) -> Status {
+    const PlanTensor& t = h.tensors[i];
+    Status s = write_tensor(i, base + t.offset);
+    if (!s) return Error{where + ": tensor '" + t.name + "': " + s.message()};
+    // Drops the written range from this process's page tables (the data stays in the page
+    // cache on its way to the file), so memory use does not grow with the model.
+    if (t.nbytes > (uint64_t{64} << 20)) ::madvise(base + t.offset, t.nbytes, MADV_DONTNEED);
+    std::lock_guard<std::mutex> lock(mu);
+    done += t.nbytes;
+    if (progress) progress(done, total);
+    return Status::ok();
+  }));
   std::string head(kWeightsMagic, 4);
   put_u32(&head, kPlanVersion);
   put_u64(&head, weights_id);
@@ -400,31 +376,17 @@ Status read_file_parallel(const std::string& path, uint8_t* dst, uint64_t size, 
   f.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (f.fd < 0) return Error{path + ": cannot open the plan's weights: " + errno_text()};
   chunk = std::max<uint64_t>(chunk, 1);
-  const uint64_t chunks = (size + chunk - 1) / chunk;
-  std::atomic<uint64_t> next{0};  // chunks are taken in turn: a thread that cannot start costs no bytes
-  std::atomic<bool> failed{false};
-  std::mutex mu;
-  std::string first_error;
-  auto work = [&] {
-    for (uint64_t c; !failed.load(std::memory_order_relaxed) && (c = next.fetch_add(1)) < chunks;) {
-      const uint64_t end = std::min(size, (c + 1) * chunk);
-      for (uint64_t done = c * chunk; done < end;) {
-        const ssize_t r = ::pread(f.fd, dst + done, static_cast<size_t>(end - done), static_cast<off_t>(done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-          const int e = errno;
-          std::lock_guard<std::mutex> lock(mu);
-          if (!failed.exchange(true))
-            first_error = path + ": reading the plan's weights failed: " + (r < 0 ? std::strerror(e) : "file shrank");
-          return;
-        }
-        done += static_cast<uint64_t>(r);
-      }
+  const auto chunks = static_cast<size_t>((size + chunk - 1) / chunk);
+  return parallel_for_each(threads, chunks, [&](size_t c) -> Status {
+    const uint64_t end = std::min(size, (c + 1) * chunk);
+    for (uint64_t done = c * chunk; done < end;) {
+      const ssize_t r = ::pread(f.fd, dst + done, static_cast<size_t>(end - done), static_cast<off_t>(done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return Error{path + ": reading the plan's weights failed: " + (r < 0 ? errno_text() : "file shrank")};
+      done += static_cast<uint64_t>(r);
     }
-  };
-  run_on_threads(threads, chunks, work);
-  if (failed.load()) return Error{first_error};
-  return Status::ok();
+    return Status::ok();
+  });
 }
 
 namespace {

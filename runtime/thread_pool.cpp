@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -182,18 +183,45 @@ Range split_range(int64_t n, int parts, int i, int64_t unit) {
   return r;
 }
 
-void run_on_threads(int threads, uint64_t jobs, const std::function<void()>& fn) {
+Status parallel_for_each(int threads, size_t n, const std::function<Status(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  size_t failed_at = n;
+  Status failure = Status::ok();
+  std::exception_ptr thrown;
+  auto work = [&] {
+    for (size_t i; !stop.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < n;) {
+      Status s = Status::ok();
+      std::exception_ptr e;
+      try {
+        s = fn(i);
+      } catch (...) {
+        e = std::current_exception();
+      }
+      if (s && !e) continue;
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+      if (i < failed_at) {
+        failed_at = i;
+        failure = std::move(s);
+        thrown = e;
+      }
+    }
+  };
   std::vector<std::thread> pool;
-  const uint64_t helpers = std::min<uint64_t>(static_cast<uint64_t>(std::max(threads, 1)), jobs) - (jobs > 0);
-  for (uint64_t t = 0; t < helpers; ++t) {
+  const size_t helpers = std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), n) - (n > 0);
+  for (size_t t = 0; t < helpers; ++t) {
     try {
-      pool.emplace_back(fn);
+      pool.emplace_back(work);
     } catch (const std::system_error&) {
       break;
     }
   }
-  fn();
+  work();
   for (std::thread& t : pool) t.join();
+  if (thrown) std::rethrow_exception(thrown);
+  return failure;
 }
 
 int default_thread_count() {

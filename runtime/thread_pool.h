@@ -75,10 +75,13 @@ Range split_range(int64_t n, int parts, int i, int64_t unit = 1);
 // CPUs the system reports, at least 1 and at most 1024.
 int default_thread_count();
 
-// fn() on up to `threads` threads, the caller's included and none beyond `jobs` (one-off work
-// such as writing or loading weights, not the decode pool). fn takes its work from a shared
-// counter, so a helper thread that cannot be started leaves nothing undone.
-void run_on_threads(int threads, uint64_t jobs, const std::function<void()>& fn);
+// fn(i) for every i in [0, n) on up to `threads` threads, the caller's included (one-off work
+// such as packing, writing or loading weights, not the decode pool). The i are taken in turn
+// from a counter, so a helper thread that cannot be started leaves nothing undone. After a
+// failure no further i are taken; the result is the failure of the lowest failing i (the same
+// whatever the timing: every i below a taken one was taken too). An exception from fn counts as
+// a failure and is rethrown once every thread has stopped.
+Status parallel_for_each(int threads, size_t n, const std::function<Status(size_t)>& fn);
 
 // Data cache sizes of the first core as the machine reports them (hwloc); 0 when unknown.
 struct CacheSizes {
