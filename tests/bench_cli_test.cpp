@@ -175,6 +175,26 @@ TEST(BenchCli, FusedGateUpAgainstPlainGemv) {
   EXPECT_EQ(n, has ? 4 : 0) << r.err;
 }
 
+// A matrix of one fused block (512 packed rows) cannot be split across two threads: it is
+// measured at one thread only, with a note saying why.
+TEST(BenchCli, FusedBlockNotSplitAcrossThreads) {
+  auto target = isa::resolve_target("");
+  ASSERT_TRUE(target);
+  if (target->level != isa::IsaLevel::kScalar && target->level < isa::IsaLevel::kAvx512)
+    GTEST_SKIP() << "no fused kernel at this level";
+  RunResult r = run_cli("bench kernels --json --formats q4_K --kernels jit,fused --regimes l3 --threads 1,2 "
+                        "--shapes 256x512 --min-time 0.002 --reps 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  const std::string fused = canonical_name(default_gemv_desc(GgmlType::Q4_K, 256, *target, KernelOp::kGateUpSwiglu));
+  std::vector<int> fused_threads, plain_threads;
+  for (const auto& o : j) (o["kernel"] == fused ? fused_threads : plain_threads).push_back(o["threads"].get<int>());
+  EXPECT_EQ(fused_threads, std::vector<int>{1});
+  EXPECT_EQ(plain_threads, (std::vector<int>{1, 2}));
+  EXPECT_NE(r.err.find("skipped at 2 threads: 1 block(s) of 512 rows cannot be split across them"), std::string::npos)
+      << r.err;
+}
+
 TEST(BenchCli, DumpWritesGeneratedKernels) {
   const std::string dir = ::testing::TempDir() + "bench_dump";
   RunResult r = run_cli("bench kernels --formats q4_K --kernels jit --regimes l2 --threads 1 --shapes 512x48 "

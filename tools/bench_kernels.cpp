@@ -216,6 +216,15 @@ class CaseRunner {
         runner = std::move(*r);
         built = plan;
       }
+      // Rows split across threads in whole row blocks: with fewer blocks than threads some
+      // would idle and the figure would not be a t-thread one (the fused kernel's blocks are
+      // 512 rows; in a model each thread runs whole experts instead).
+      const int64_t blocks = (runner->rows() + runner->row_block() - 1) / runner->row_block();
+      if (blocks < t) {
+        note(req, shape, "skipped at " + std::to_string(t) + " threads: " + std::to_string(blocks) + " block(s) of " +
+                             std::to_string(runner->row_block()) + " rows cannot be split across them");
+        continue;
+      }
       measure(*runner, req, shape, regime, t, plan);
     }
   }
