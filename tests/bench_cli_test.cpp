@@ -1,4 +1,4 @@
-// `zenmoe bench kernels` / `bench bandwidth` at tiny sizes (valid JSON with the required
+// `zenmoe bench kernels` / `bench bandwidth` / `bench compute` at tiny sizes (valid JSON with the required
 // fields, bad flags exit 1), the benchmark planning helpers, and the numerics of the
 // compiler-vectorised baseline loops on the spec's worked examples.
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@
 #include "codegen/isa.h"
 #include "codegen/kernel_desc.h"
 #include "codegen/registry.h"
+#include "codegen/x64/throughput_loop.h"
 #include "tests/cli_util.h"
 #include "tools/bench_cxx_loop.h"
 #include "tools/bench_gemv.h"
@@ -241,7 +242,9 @@ TEST(BenchCli, BadFlagsExitOneWithOneLine) {
                            "bench kernels extra", "bench nonsense", "bench bandwidth --bogus",
                            "bench bandwidth --threads -1", "bench bandwidth --buffer-mib 0",
                            "bench kernels --clock sun", "bench bandwidth --clock sun",
-                           "bench kernels --rounds 0", "bench kernels --rounds two"}) {
+                           "bench kernels --rounds 0", "bench kernels --rounds two", "bench compute --threads 0",
+                           "bench compute --min-time 0", "bench compute --isa sse9", "bench compute extra",
+                           "bench compute --isa scalar"}) {
     RunResult r = run_cli(args);
     EXPECT_EQ(r.status, 1) << args;
     EXPECT_TRUE(r.out.empty()) << args;
@@ -251,6 +254,46 @@ TEST(BenchCli, BadFlagsExitOneWithOneLine) {
   RunResult bare = run_cli("bench");
   EXPECT_EQ(bare.status, 1);
   EXPECT_NE(bare.err.find("kernels"), std::string::npos);
+}
+
+// Every instruction form the host's level has, and only those, at each thread count, with a
+// plausible rate (between 10 M and 100 G instructions per second per core) and its ops.
+TEST(BenchCli, ComputeJsonListsTheHostsForms) {
+  auto target = isa::resolve_target("");
+  ASSERT_TRUE(target);
+  if (target->level < isa::IsaLevel::kAvx2) GTEST_SKIP() << "no vector instruction form at this level";
+  for (const char* cap : {"", "avx2"}) {
+    const isa::IsaLevel level = *cap ? std::min(target->level, isa::IsaLevel::kAvx2) : target->level;
+    RunResult r = run_cli(std::string("bench compute --json --threads 2 --min-time 0.005 --reps 2") +
+                          (*cap ? std::string(" --isa ") + cap : ""));
+    ASSERT_EQ(r.status, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out);
+    std::vector<std::string> want;
+    for (const auto& info : x64::throughput_ops(level)) want.insert(want.end(), 2, info.name);
+    std::vector<std::string> got;
+    for (const auto& o : j) {
+      got.push_back(o["instruction"].get<std::string>());
+      EXPECT_EQ(o["threads"].get<int>(), got.size() % 2 == 1 ? 1 : 2) << o.dump();
+      const double per_core = o["ginstr_per_s_per_core"].get<double>();
+      EXPECT_GT(per_core, 0.01) << o.dump();
+      EXPECT_LT(per_core, 100.0) << o.dump();
+      EXPECT_NEAR(o["ginstr_per_s"].get<double>(), per_core * o["threads"].get<int>(), 1e-9 * per_core);
+      EXPECT_NEAR(o["gops_per_s"].get<double>(), o["ginstr_per_s"].get<double>() * o["ops_per_instr"].get<int>(),
+                  1e-9 * o["gops_per_s"].get<double>());
+    }
+    EXPECT_EQ(got, want) << cap;
+  }
+}
+
+// A form above the level given is refused, never generated.
+TEST(ThroughputLoop, RefusesFormsAboveTheLevel) {
+  auto zmm = x64::ThroughputLoop::make(x64::ThroughputOp::kFmaZmm, isa::IsaLevel::kAvx2);
+  ASSERT_FALSE(zmm);
+  EXPECT_NE(zmm.error().find("avx512"), std::string::npos) << zmm.error();
+  EXPECT_FALSE(x64::ThroughputLoop::make(x64::ThroughputOp::kBf16DotZmm, isa::IsaLevel::kAvx512Vnni));
+  EXPECT_FALSE(x64::ThroughputLoop::make(x64::ThroughputOp::kFmaYmm, isa::IsaLevel::kScalar));
+  EXPECT_TRUE(x64::throughput_ops(isa::IsaLevel::kScalar).empty());
+  EXPECT_EQ(x64::throughput_ops(isa::IsaLevel::kAvx512Bf16).size(), 7u);
 }
 
 TEST(BenchPlan, DramRotatesPastTheTarget) {

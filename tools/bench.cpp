@@ -20,6 +20,7 @@ constexpr Subcommand kSubcommands[] = {
     {"kernels", bench_kernels, "GEMV kernels and baselines as fractions of the measured read bandwidth"},
     {"bandwidth", bench_bandwidth, "read bandwidth over a buffer much larger than L3, 1..N threads"},
     {"model", bench_model, "prefill and decode tok/s of a model, and its decode traffic vs read bandwidth"},
+    {"compute", bench_compute, "issue rates of the kernels' instruction forms (FMA, VNNI, BF16 dot, F16 widening)"},
 };
 
 void print_usage(FILE* out) {
@@ -66,7 +67,7 @@ int cmd_bench(int argc, char** argv, int first) {
   }
   for (const auto& s : kSubcommands)
     if (!std::strcmp(what, s.name)) return s.fn(argc, argv, first + 1);
-  return fail(std::string("unknown benchmark '") + what + "' (expected kernels, bandwidth or model)");
+  return fail(std::string("unknown benchmark '") + what + "' (expected kernels, bandwidth, model or compute)");
 }
 
 }  // namespace zenmoe::tools

@@ -12,6 +12,7 @@ namespace zenmoe::tools {
 int bench_kernels(int argc, char** argv, int first);    // GEMV kernels vs read bandwidth
 int bench_bandwidth(int argc, char** argv, int first);  // read bandwidth, 1..N threads
 int bench_model(int argc, char** argv, int first);      // whole-model prefill / decode speed
+int bench_compute(int argc, char** argv, int first);    // instruction issue rates, 1..N threads
 
 // Splits "a,b,c" into its non-empty items.
 std::vector<std::string> split_list(const std::string& s);
