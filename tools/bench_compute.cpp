@@ -19,6 +19,9 @@ namespace {
 
 // Iterations per call: ~2.4 M instructions, about a millisecond at two per cycle.
 constexpr int64_t kIterations = 100000;
+// Each thread's memory operands: a page of its own.
+constexpr size_t kSlice = 4096;
+static_assert(kSlice >= x64::kThroughputBufferBytes);
 
 }  // namespace
 
@@ -51,7 +54,7 @@ int bench_compute(int argc, char** argv, int first) {
   if (ops.empty()) return fail(std::string("no instruction form to probe at the ") + isa::level_name(target->level) + " level");
 
   // Memory operands: one L1-resident buffer per thread (zeros: no denormal, no NaN).
-  auto buf = AlignedBuffer::make(static_cast<size_t>(*threads) * 4096);
+  auto buf = AlignedBuffer::make(static_cast<size_t>(*threads) * kSlice);
   if (!buf) return fail(buf.error());
   const bool json = args->has("json");
   nlohmann::json out = nlohmann::json::array();
@@ -65,7 +68,7 @@ int bench_compute(int argc, char** argv, int first) {
     if (!loop) return fail(loop.error());
     for (int t = 1; t <= *threads; ++t) {
       ThreadTeam team(t);
-      auto job = [&](int tid) { (*loop)->run(kIterations, buf->data() + static_cast<size_t>(tid) * 4096); };
+      auto job = [&](int tid) { (*loop)->run(kIterations, buf->data() + static_cast<size_t>(tid) * kSlice); };
       const TimingResult tr = time_calls([&] { team.run(job); }, *min_time, static_cast<int>(*reps), 1, t);
       const double instrs = static_cast<double>(t) * static_cast<double>(kIterations * x64::kThroughputInstrs);
       const double ginstr = instrs / tr.median_s / 1e9;
