@@ -79,7 +79,7 @@ inline constexpr uint8_t kGlueNormWeights = 4; // kRouter: divide weights by the
 
 // Bumped whenever the generator emits different code for the same descriptor, so cached
 // objects of an older generator are never loaded for a newer one.
-inline constexpr uint16_t kGlueGeneratorVersion = 11;
+inline constexpr uint16_t kGlueGeneratorVersion = 12;
 
 // The only input of glue code generation. Trivially copyable, no padding: its bytes are the
 // cache key. Fields an op does not use must stay at their defaults (validate() checks).
@@ -150,7 +150,7 @@ struct GlueAttnLayout {
   int64_t tile = 0;   // widened cache rows: [kGlueAttnTileRows][n]
   int64_t s = 0;      // scores, then probabilities, of a tile: [kGlueAttnTileRows][lanes]
   int64_t pairs = 0;  // bf16 dot form: row pairs' probabilities, bf16 pairs [kGlueAttnTileRows / 2][lanes]
-  int64_t yt = 0;     // value sums: [v_width][lanes]
+  int64_t yt = 0;     // value sums: [v_width][lanes] (bf16 dot form), [lanes][v_width] (f32 form)
   int64_t stats = 0;  // maxima, sums, 1 / sums (rescale factors during the call): 3 x lanes
   int64_t floats = 0;
 };

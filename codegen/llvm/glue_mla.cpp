@@ -9,11 +9,15 @@
 //            head's lane at once, with no horizontal sums (sums added in runs of kScoreRun
 //            terms: one long chain of single additions loses more to rounding);
 //   softmax  online: the running maxima, sums and rescale factors are vectors over the heads;
-//   values   Yt[c][k] = Yt[c][k] * alpha[k] + sum_j P[j][k] * row_j[c], register-blocked over
-//            columns x lane groups; each row step also prefetches a few lines of the next tile
-//            (spread over the work: a burst of prefetches fills the core's miss buffers and
-//            stalls it until they land).
-// Finally Yt (columns by heads) is divided by the sums and transposed into y (16 x 16 blocks).
+//   values   Y[k][c] = Y[k][c] * alpha[k] + sum_j P[j][k] * row_j[c] with the columns in the
+//            lanes instead: blocks of 4 heads by 6 vectors of 16 columns, so a row step loads the
+//            row's 6 vectors and broadcasts 4 probabilities once for 24 FMAs (with the heads in
+//            the lanes every FMA needed its own broadcast of a row element: MlaDecode, 16 heads,
+//            f16 rows, 512 positions 179-183 -> 165-167 us, 4096 positions 1452-1457 ->
+//            1309-1342 us; 64 heads unchanged); each row step also prefetches a few lines of
+//            the next tile (spread over the work: a burst of prefetches fills the core's miss
+//            buffers and stalls it until they land).
+// Finally Y is divided by the sums into y.
 // The row width, value width, lane groups and scale are constants of the descriptor, so every
 // row offset in the register blocks is an immediate.
 //
@@ -22,10 +26,11 @@
 //   queries  transposed as pairs: lane k of qt[dd/2] holds q_k[dd], q_k[dd+1] rounded to bf16;
 //   scores   each row dword (row_j[dd], row_j[dd+1]) is broadcast straight from the cache, no
 //            widening; rows past the cache read the last row (their scores are never used);
-//   values   the probabilities of rows 2i and 2i+1 are rounded to bf16 and paired per lane, and
-//            the tile's value columns interleaved per row pair (row_2i[c], row_2i+1[c]), so one
-//            broadcast dword times one pair vector adds two rows' terms to every head's lane;
-//            an odd last row pairs with a zero row and a zero probability.
+//   values   Yt[c][k] (columns by heads, transposed into y at the end): the probabilities of
+//            rows 2i and 2i+1 are rounded to bf16 and paired per lane, and the tile's value
+//            columns interleaved per row pair (row_2i[c], row_2i+1[c]), so one broadcast dword
+//            times one pair vector adds two rows' terms to every head's lane; an odd last row
+//            pairs with a zero row and a zero probability.
 // The softmax itself (maxima, exponentials, sums) stays in f32.
 #include <algorithm>
 #include <limits>
@@ -46,6 +51,8 @@ namespace {
 constexpr int64_t kTileRows = kGlueAttnTileRows;
 constexpr int64_t kScoreRows = 12;  // rows widened and scored together (12 x 576 f32: 27 KB)
 constexpr int64_t kScoreRun = 64;
+// f32 form's value blocks: heads by vectors of 16 columns (24 accumulators).
+constexpr int kValueHeads = 4, kValueVecs = 6;
 static_assert(kTileRows % kScoreRows == 0);
 
 class Flash {
@@ -274,6 +281,7 @@ class Flash {
   // Value row steps (iterations of the values_block row loop) per row, or per row pair in the
   // bf16 dot form.
   int64_t value_steps_per_row() const {
+    if (!dot) return lanes / kValueHeads * ((V + 16 * kValueVecs - 1) / (16 * kValueVecs));
     auto per = [&](int GB) { return V / value_cols(GB) + V % value_cols(GB); };
     int64_t steps = 0, g = 0;
     for (; g + 4 <= ng; g += 4) steps += per(4);
@@ -362,6 +370,44 @@ class Flash {
       for (int g = 0; g < GB; ++g) vstore(b.CreateLoad(k.vf32, acc[static_cast<size_t>(c * GB + g)]), yt, yt_idx(c, g));
   }
 
+  // f32 form: value sums of nv vectors of 16 columns from c0 (the last one masked by last, or
+  // whole when last is nullptr) for the kValueHeads heads from h0, over `steps` rows of the tile.
+  // Each row step loads the row's vectors once and broadcasts each head's probability once:
+  // kValueHeads x nv FMAs for nv + kValueHeads loads.
+  void values_cols(Value* h0, int nv, Value* c0, Value* last, Value* steps) {
+    auto mask_of = [&](int v) { return v == nv - 1 ? last : nullptr; };
+    auto y_idx = [&](int h, int v) {
+      return b.CreateAdd(b.CreateMul(b.CreateAdd(h0, k.ci64(h)), k.ci64(V)), b.CreateAdd(c0, k.ci64(16 * v)));
+    };
+    side_advance();
+    std::vector<llvm::AllocaInst*> acc;
+    for (int h = 0; h < kValueHeads; ++h) {
+      Value* alpha = b.CreateVectorSplat(k.vf, k.load_f32(inv, b.CreateAdd(h0, k.ci64(h))));
+      for (int v = 0; v < nv; ++v) {
+        acc.push_back(k.slot(k.vf32, 1, "cacc"));
+        b.CreateStore(b.CreateFMul(k.load(yt, y_idx(h, v), mask_of(v)), alpha), acc.back());
+      }
+    }
+    k.loop(k.ci64(0), steps, 1, [&](Value* j) {
+      prefetch_step();
+      side_step();
+      Value* row = b.CreateAdd(b.CreateMul(j, k.ci64(W)), c0);
+      std::vector<Value*> t;
+      for (int v = 0; v < nv; ++v) t.push_back(k.load(tile, b.CreateAdd(row, k.ci64(16 * v)), mask_of(v)));
+      Value* prow = b.CreateAdd(b.CreateMul(j, k.ci64(lanes)), h0);
+      for (int h = 0; h < kValueHeads; ++h) {
+        Value* p = b.CreateVectorSplat(k.vf, k.load_f32(s, b.CreateAdd(prow, k.ci64(h))));
+        for (int v = 0; v < nv; ++v) {
+          llvm::AllocaInst* slot = acc[static_cast<size_t>(h * nv + v)];
+          b.CreateStore(fma(p, t[static_cast<size_t>(v)], b.CreateLoad(k.vf32, slot)), slot);
+        }
+      }
+    });
+    for (int h = 0; h < kValueHeads; ++h)
+      for (int v = 0; v < nv; ++v)
+        k.store(b.CreateLoad(k.vf32, acc[static_cast<size_t>(h * nv + v)]), yt, y_idx(h, v), mask_of(v));
+  }
+
   // fn(GB, g0) over the lane groups, four at a time, then the rest as one block.
   template <typename Fn>
   void by_lane_groups(Fn&& fn) {
@@ -445,6 +491,17 @@ class Flash {
       steps = b.CreateSDiv(b.CreateAdd(nj, k.ci64(1)), k.ci64(2));
       pair_probabilities(nj, steps);
       interleave_values(j0, nj, steps);
+    }
+    if (!dot) {
+      k.loop(k.ci64(0), k.ci64(lanes), kValueHeads, [&](Value* h0) {
+        const int64_t per = 16 * kValueVecs, whole = V / per * per;
+        k.loop(k.ci64(0), k.ci64(whole), per, [&](Value* c0) { values_cols(h0, kValueVecs, c0, nullptr, steps); });
+        if (whole < V) {
+          const int64_t rest = V - whole, nv = (rest + 15) / 16;
+          values_cols(h0, static_cast<int>(nv), k.ci64(whole), first_lanes(rest - 16 * (nv - 1)), steps);
+        }
+      });
+      return;
     }
     by_lane_groups([&](int GB, int64_t g0) {
       const int CB = value_cols(GB);
@@ -537,6 +594,17 @@ class Flash {
       Value* r = b.CreateFDiv(k.splat(1.0f), vload(sum, k.ci64(16 * g)));
       vstore(b.CreateSelect(live_lanes(g), r, k.splat(0.0f)), inv, k.ci64(16 * g));
     }
+    if (!dot) {  // Y is [heads][V] already: scaled by each head's 1 / sum
+      k.loop(k.ci64(0), a.n_rows, 1, [&](Value* h) {
+        Value* scale = b.CreateVectorSplat(k.vf, k.load_f32(inv, h));
+        Value* row = b.CreateMul(h, k.ci64(V));
+        k.vec_loop(k.ci64(V), [&](Value* i, Value* mask) {
+          Value* idx = b.CreateAdd(row, i);
+          k.store(b.CreateFMul(k.load(yt, idx, mask), scale), a.y, idx, mask);
+        });
+      });
+      return;
+    }
     auto block = [&](Value* c0, int64_t cnt) {
       k.loop(k.ci64(0), k.ci64(ng), 1, [&](Value* g) {
         Value* h0 = b.CreateMul(g, k.ci64(16));
@@ -563,7 +631,8 @@ class Flash {
   void set_prefetch_rate() {
     const int64_t row_bytes = d.kv_type == 0 ? 4 * W : d.kv_type == 3 ? W / 32 * 34 : 2 * W;
     const int64_t lines = (kTileRows * row_bytes + 63) / 64;
-    const int64_t steps = (dot ? kTileRows / 2 : kTileRows) * ((ng + 3) / 4) * std::max<int64_t>(1, V / 16);
+    const int64_t steps = dot ? kTileRows / 2 * ((ng + 3) / 4) * std::max<int64_t>(1, V / 16)
+                              : kTileRows * value_steps_per_row();
     pf_per = std::max<int64_t>(1, (lines + steps - 1) / steps);
   }
 };
