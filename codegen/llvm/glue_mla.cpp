@@ -278,10 +278,25 @@ class Flash {
     if (g < ng) steps += kScoreRows / score_rows(static_cast<int>(ng - g)) * terms;
     return steps;
   }
-  // Value row steps (iterations of the values_block row loop) per row, or per row pair in the
-  // bf16 dot form.
+  // f32 form: the heads the value blocks cover, the query rows rounded up to whole blocks (the
+  // lanes past them hold no head: a quarter-used vector sums a quarter of the values; the next
+  // tile's prefetch keeps its rate for all lanes, so such a call asks for part of the next tile
+  // ahead: a rate set per call from its value steps, bursts of up to 4 lines, was 12 % slower
+  // from memory at 4 heads, MlaDecode).
+  Value* value_heads() {
+    Value* rows = b.CreateAnd(b.CreateAdd(a.n_rows, k.ci64(kValueHeads - 1)), k.ci64(-kValueHeads));
+    return min64(rows, k.ci64(lanes));
+  }
+  // Value row steps per row for the call's query rows.
+  Value* value_steps_live() {
+    if (dot) return k.ci64(value_steps_per_row());
+    return b.CreateMul(b.CreateSDiv(value_heads(), k.ci64(kValueHeads)), k.ci64(col_blocks()));
+  }
+  int64_t col_blocks() const { return (V + 16 * kValueVecs - 1) / (16 * kValueVecs); }
+  // Value row steps (iterations of the values_block / values_cols row loop) per row, or per row
+  // pair in the bf16 dot form.
   int64_t value_steps_per_row() const {
-    if (!dot) return lanes / kValueHeads * ((V + 16 * kValueVecs - 1) / (16 * kValueVecs));
+    if (!dot) return lanes / kValueHeads * col_blocks();
     auto per = [&](int GB) { return V / value_cols(GB) + V % value_cols(GB); };
     int64_t steps = 0, g = 0;
     for (; g + 4 <= ng; g += 4) steps += per(4);
@@ -302,7 +317,7 @@ class Flash {
     Value* blocks = b.CreateSDiv(b.CreateAdd(a.n, k.ci64(kScoreRows - 1)), k.ci64(kScoreRows));
     Value* value_rows = dot ? b.CreateSDiv(b.CreateAdd(a.n, k.ci64(1)), k.ci64(2)) : a.n;
     Value* steps = b.CreateAdd(b.CreateMul(blocks, k.ci64(score_steps_per_block())),
-                               b.CreateMul(value_rows, k.ci64(value_steps_per_row())));
+                               b.CreateMul(value_rows, value_steps_live()));
     Value* rate = b.CreateSDiv(b.CreateShl(b.CreateLoad(k.i64, total), k.ci64(8)), steps);
     b.CreateStore(min64(b.CreateAdd(rate, k.ci64(1)), k.ci64(64 << 8)), side_rate);
     b.CreateStore(k.ci64(-1), side_r);
@@ -493,7 +508,7 @@ class Flash {
       interleave_values(j0, nj, steps);
     }
     if (!dot) {
-      k.loop(k.ci64(0), k.ci64(lanes), kValueHeads, [&](Value* h0) {
+      k.loop(k.ci64(0), value_heads(), kValueHeads, [&](Value* h0) {
         const int64_t per = 16 * kValueVecs, whole = V / per * per;
         k.loop(k.ci64(0), k.ci64(whole), per, [&](Value* c0) { values_cols(h0, kValueVecs, c0, nullptr, steps); });
         if (whole < V) {
