@@ -39,6 +39,15 @@ void gather_queries(const Tensor& q_lat, const Tensor& q_pe, int64_t i0, int64_t
 
 }  // namespace
 
+void side_ranges_within(const std::vector<int64_t>& ranges, int64_t budget, std::vector<int64_t>& out) {
+  out.clear();
+  for (size_t r = 0; r + 1 < ranges.size() && budget > 0; r += 2) {
+    out.push_back(ranges[r]);
+    out.push_back(std::min(ranges[r + 1], budget));
+    budget -= ranges[r + 1];
+  }
+}
+
 void single_threaded_blas() {
   // oneDNN threads its GEMM with OpenMP; each pool thread calls it on its own rows, so its
   // OpenMP team size is set to 1 for this thread. Looked up at run time: the OpenMP runtime is

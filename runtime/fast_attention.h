@@ -46,6 +46,9 @@ struct AttentionScratch {
   const int64_t* side = nullptr;
   int64_t side_ranges = 0;
 };
+// The first `budget` bytes of the side stream `ranges` (address, size pairs) into `out`: the
+// ranges in order, the last one cut short.
+void side_ranges_within(const std::vector<int64_t>& ranges, int64_t budget, std::vector<int64_t>& out);
 
 class MlaOp {
  public:
@@ -83,6 +86,8 @@ class MlaOp {
   // positions are split into shares of at least kMlaSplitMinRows, one thread per vector and
   // share: split by heads, every thread would walk all positions for a quarter-used vector.
   bool prepare_split(int64_t T, int nth, const refexec::Tensor& pos) const;
+  // After prepare_split returned true: the shares the positions are split into.
+  int64_t split_shares() const { return split_shares_; }
   // Thread `tid` of the nth prepare_split laid out, over its share of the positions: scores for
   // its heads (all, or one vector of 16), softmax within the share, partial values. Then, once
   // all threads are done, merge() on each thread's heads rescales the partial results by their

@@ -170,5 +170,24 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
   }
 }
 
+// The automatic side stream is cut per call (the L2 less the cache rows the call reads): the
+// ranges kept in order, the one the budget ends in cut short, none after it.
+TEST(SideStream, RangesWithinBudgetKeepOrderAndCutTheLast) {
+  const std::vector<int64_t> ranges = {1000, 300, 5000, 200, 9000, 700};
+  std::vector<int64_t> out = {7, 7, 7};  // replaced, not appended to
+  side_ranges_within(ranges, 1200, out);
+  EXPECT_EQ(out, ranges);
+  side_ranges_within(ranges, 600, out);
+  EXPECT_EQ(out, (std::vector<int64_t>{1000, 300, 5000, 200, 9000, 100}));
+  side_ranges_within(ranges, 300, out);
+  EXPECT_EQ(out, (std::vector<int64_t>{1000, 300}));
+  side_ranges_within(ranges, 301, out);
+  EXPECT_EQ(out, (std::vector<int64_t>{1000, 300, 5000, 1}));
+  side_ranges_within(ranges, 0, out);
+  EXPECT_TRUE(out.empty());
+  side_ranges_within({}, 4096, out);
+  EXPECT_TRUE(out.empty());
+}
+
 }  // namespace
 }  // namespace zenmoe
