@@ -78,7 +78,6 @@ struct Step {
   std::vector<std::vector<int64_t>> side;
 };
 
-
 // The part of `t` (token dimension last) holding tokens [t0, t1).
 Tensor token_view(const Tensor& t, int64_t t0, int64_t t1) {
   Tensor v = t;

@@ -36,7 +36,8 @@ std::vector<FlagSpec> with_engine_flags(std::vector<FlagSpec> flags) {
       {"ubatch-size", "ub", true, "tokens per forward chunk of a long prompt (default 512)"},
       {"mla", "", true, "MLA attention over prompts: auto (default), absorbed or decompressed"},
       {"attn-prefetch", "", true,
-       "KiB of the next weights each thread prefetches during decode attention (default: its L2 less the cache rows it reads; 0: none)"},
+       "KiB of the next weights each thread prefetches during decode attention "
+       "(default: its L2 less the cache rows it reads; 0: none)"},
       {"mmap", "", false, "map a plan's weights instead of copying them (starts sooner, decodes slower)"},
       {"no-mmap", "", false, "copy a plan's weights into huge-page memory (default when under half of free memory)"},
   };
