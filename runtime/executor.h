@@ -91,6 +91,10 @@ class Executor {
   // layouts; routed experts count the experts a token uses); empty when the engine does not
   // say. With profile() this gives each op kind's read bandwidth.
   virtual std::map<std::string, uint64_t> decode_weight_bytes() const { return {}; }
+  // Seconds the calling thread, done with its part of a parallel step, waited for the other
+  // threads, accumulated over evals when ExecutorOptions::profile was set; 0 for engines
+  // without a thread pool.
+  virtual double barrier_wait_seconds() const { return 0; }
 };
 
 }  // namespace zenmoe

@@ -106,6 +106,7 @@ class Impl final : public FastExecutor {
   std::vector<std::pair<std::string, double>> profile() const override;
   std::map<std::string, uint64_t> decode_weight_bytes() const override;
   std::vector<std::string> dispatch_log() const override { return dispatch_; }
+  double barrier_wait_seconds() const override { return pool_->caller_wait_seconds(); }
   const std::string& placement() const override { return pool_->placement(); }
   int64_t decompressed_chunks() const override { return decompressed_chunks_; }
 
@@ -477,6 +478,7 @@ Status Impl::init(std::shared_ptr<const CompiledModel> cm, const FastExecutorOpt
   auto pool = ThreadPool::create(po);
   if (!pool) return Error{pool.error()};
   pool_ = std::move(*pool);
+  pool_->set_timing(o.base.profile);
   scratch_.resize(static_cast<size_t>(pool_->size()));
   ZENMOE_RETURN_IF_ERROR(bind_values());
   return build_steps();

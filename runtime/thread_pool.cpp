@@ -168,7 +168,13 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
   }
   if (sleepers_.load() > 0) cv_.notify_all();
   fn(0);
+  if (!timing_) {
+    while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+    return;
+  }
+  const auto done = std::chrono::steady_clock::now();
   while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  caller_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - done).count();
 }
 
 Range split_range(int64_t n, int parts, int i, int64_t unit) {

@@ -37,6 +37,10 @@ class ThreadPool {
   // Calls fn(thread_index) on every thread (0 = the caller) and waits for all of them.
   // Not reentrant: fn must not call run() again.
   void run(const std::function<void(int)>& fn);
+  // With timing on, run() adds up how long the caller, done with its own part, waited for
+  // the other threads: the cost of uneven shares and late starts (bench model --profile).
+  void set_timing(bool on) { timing_ = on; }
+  double caller_wait_seconds() const { return caller_wait_s_; }
   // Where the threads were bound, e.g. "pinned to cores 0,1" or "not pinned (...)".
   const std::string& placement() const { return placement_; }
 
@@ -55,6 +59,8 @@ class ThreadPool {
   std::condition_variable cv_;
   std::atomic<int> sleepers_{0};
   std::string placement_;
+  bool timing_ = false;
+  double caller_wait_s_ = 0;
 
  public:
   struct Topology;  // hwloc's view of the machine (thread_pool.cpp)

@@ -82,6 +82,14 @@ TEST(BenchModelCli, JsonHasRequiredFields) {
       }
       EXPECT_LE(sum, o[phase_s].get<double>() * 1.01 + 1e-3);  // ops run inside the timed phase
     }
+    // Thread 0's waits at the barriers happen inside the phases; one thread waits for nobody.
+    ASSERT_TRUE(o.contains("profile_barrier_wait_s")) << o.dump();
+    for (const auto& [phase, phase_s] : {std::pair{"prefill", "prefill_s"}, std::pair{"decode", "decode_s"}}) {
+      const double waited = o["profile_barrier_wait_s"][phase].get<double>();
+      EXPECT_GE(waited, 0.0) << phase;
+      EXPECT_LE(waited, o[phase_s].get<double>()) << phase;
+      if (o["threads"].get<int>() == 1) EXPECT_EQ(waited, 0.0) << phase;
+    }
     // Weight bytes per op kind: the products' repacked matrices, k_used experts for routed
     // ops. Their sum is the GGUF's active bytes give or take the layouts (the embedding row
     // is not a product; below AVX-512 VNNI Q5_0 matrices are read as Q8_0, 1.5x).

@@ -57,6 +57,28 @@ TEST(ThreadPool, WakesSleepingWorkers) {
   EXPECT_FALSE((*pool)->placement().empty());
 }
 
+// With timing on, the caller's wait for a slower thread is added up; off, nothing is.
+TEST(ThreadPool, TimesTheCallersWaitForSlowerThreads) {
+  auto pool = ThreadPool::create({2, false, 50});
+  ASSERT_TRUE(pool.has_value()) << pool.error();
+  auto slow_worker = [](int tid) {
+    if (tid == 1) usleep(20000);
+  };
+  (*pool)->run(slow_worker);
+  EXPECT_EQ((*pool)->caller_wait_seconds(), 0.0);
+  (*pool)->set_timing(true);
+  for (int job = 0; job < 3; ++job) (*pool)->run(slow_worker);
+  const double waited = (*pool)->caller_wait_seconds();
+  EXPECT_GE(waited, 3 * 0.019);
+  (*pool)->run([](int tid) {
+    if (tid == 0) usleep(20000);  // the caller is the slow one: it waits for nobody
+  });
+  EXPECT_LT((*pool)->caller_wait_seconds() - waited, 0.015);
+  (*pool)->set_timing(false);
+  (*pool)->run(slow_worker);
+  EXPECT_LT((*pool)->caller_wait_seconds() - waited, 0.015);
+}
+
 // A pinned pool binds its caller to core 0 while it lives and gives the old CPU set back after,
 // so a second pool (or a bandwidth probe) made later in the same thread may use every core.
 TEST(ThreadPool, GivesTheCallerItsCpusBack) {

@@ -126,6 +126,7 @@ void add_since(const OpTimes& before, const OpTimes& now, OpTimes* into) {
 
 struct RunTimes {
   double prefill_s = 0, decode_s = 0;
+  double wait_s[2] = {0, 0};  // the caller's barrier waits: prefill, decode
 };
 
 // One prefill of the prompt, then `gen` single-token decodes fed with the greedy choice. The
@@ -136,9 +137,12 @@ Expected<RunTimes> run_once(Executor& ex, const std::vector<int32_t>& prompt, in
   ex.reset();
   RunTimes r;
   const OpTimes start = prof ? snapshot(ex) : OpTimes{};
+  const double wait0 = ex.barrier_wait_seconds();
   double t0 = measure_seconds(threads);
   ZENMOE_RETURN_IF_ERROR(ex.eval(prompt, logits.data(), false));
   r.prefill_s = measure_seconds(threads) - t0;
+  const double wait1 = ex.barrier_wait_seconds();
+  r.wait_s[0] = wait1 - wait0;
   const OpTimes after_prefill = prof ? snapshot(ex) : OpTimes{};
   if (prof) add_since(start, after_prefill, &(*prof)[0]);
   int32_t next = argmax(logits);
@@ -148,6 +152,7 @@ Expected<RunTimes> run_once(Executor& ex, const std::vector<int32_t>& prompt, in
     next = argmax(logits);
   }
   r.decode_s = measure_seconds(threads) - t0;
+  r.wait_s[1] = ex.barrier_wait_seconds() - wait1;
   if (prof) add_since(after_prefill, snapshot(ex), &(*prof)[1]);
   return r;
 }
@@ -158,6 +163,7 @@ struct Figures {
   double prefill_s = 0, decode_s = 0;  // medians, seconds per run
   std::vector<double> read_bw_rep, decode_s_rep, fraction_rep;  // per repetition
   OpTimes profile[2];  // seconds per run by profile key: prefill, decode
+  double wait_s[2] = {0, 0};  // seconds per run thread 0 waited at barriers: prefill, decode
   std::map<std::string, uint64_t> op_bytes;  // weight bytes per decoded token by profile key
 };
 
@@ -202,6 +208,7 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
     auto r = run_once(**ex, prompt, o.gen, threads, &f.profile);
     if (!r) return Error{r.error()};
     pre_s.push_back(r->prefill_s);
+    for (int p = 0; p < 2; ++p) f.wait_s[p] += r->wait_s[p] / o.reps;
     f.decode_s_rep.push_back(r->decode_s);
     pre.push_back(r->prefill_s > 0 ? o.prompt / r->prefill_s : 0);
     dec.push_back(r->decode_s > 0 ? o.gen / r->decode_s : 0);
@@ -245,6 +252,7 @@ nlohmann::json to_json(const Options& o, const Figures& f, uint64_t bytes_per_to
     j["profile_prefill_s"] = f.profile[0];
     j["profile_decode_s"] = f.profile[1];
     j["profile_decode_weight_bytes"] = f.op_bytes;
+    j["profile_barrier_wait_s"] = {{"prefill", f.wait_s[0]}, {"decode", f.wait_s[1]}};
     nlohmann::json gbps = nlohmann::json::object();
     for (const auto& [op, bytes] : f.op_bytes)
       if (const double g = op_decode_gbps(o, f, op); g >= 0) gbps[op] = g;
@@ -292,6 +300,12 @@ void print_text(const Options& o, const Figures& f) {
     else
       std::printf(" %9s %8s\n", "-", "-");
   }
+  // Not an op: part of the ops' times above, where thread 0 had finished its share and waited
+  // for the others (uneven shares, late starts).
+  if (f.threads > 1)
+    std::printf("        %-*s %12.3f %6.1f%% %12.3f %6.1f%%   (thread 0 idle at barriers, within the ops above)\n",
+                w, "barrier wait", 1e3 * f.wait_s[0], phase_total[0] > 0 ? 100.0 * f.wait_s[0] / phase_total[0] : 0.0,
+                1e3 * f.wait_s[1], phase_total[1] > 0 ? 100.0 * f.wait_s[1] / phase_total[1] : 0.0);
 }
 
 }  // namespace
