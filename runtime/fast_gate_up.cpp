@@ -190,6 +190,11 @@ void GateUpOp::run_blocks(int64_t b0, int64_t b1, const Tensor& x, Tensor& y) co
   }
 }
 
+int64_t GateUpOp::run_end(int64_t b) const {
+  const int64_t per = F_ / kBlock;
+  return std::min(blocks(), (b / per + 1) * per);
+}
+
 Range cost_share(int64_t n, const std::function<int64_t(int64_t)>& cost, int nth, int tid) {
   int64_t total = 0;
   for (int64_t b = 0; b < n; ++b) total += cost(b);

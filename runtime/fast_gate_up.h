@@ -55,6 +55,8 @@ class GateUpOp {
   // by, plus kBlockReadCost for reading its weights. run_blocks runs blocks [b0, b1) of the list;
   // run() runs the thread's share of the list by cost (cost_share).
   int64_t blocks() const;
+  // The end of the run of blocks b is in: its matrix's blocks in the list (one kernel call).
+  int64_t run_end(int64_t b) const;
   int64_t block_cost(int64_t b, const refexec::Tensor& x) const;
   void run_blocks(int64_t b0, int64_t b1, const refexec::Tensor& x, refexec::Tensor& y) const;
   const std::string& kernel_name() const { return kernel_name_; }

@@ -189,6 +189,56 @@ Range split_range(int64_t n, int parts, int i, int64_t unit) {
   return r;
 }
 
+namespace {
+
+uint64_t pack_range(int64_t b, int64_t e) { return static_cast<uint64_t>(b) << 32 | static_cast<uint64_t>(e); }
+int64_t range_begin(uint64_t v) { return static_cast<int64_t>(v >> 32); }
+int64_t range_end(uint64_t v) { return static_cast<int64_t>(v & 0xFFFFFFFFu); }
+
+}  // namespace
+
+void WorkQueue::reset(const std::vector<Range>& shares) {
+  if (slots_.size() != shares.size()) slots_ = std::vector<Slot>(shares.size());
+  for (size_t t = 0; t < shares.size(); ++t)
+    slots_[t].v.store(pack_range(shares[t].begin, std::max(shares[t].begin, shares[t].end)), std::memory_order_relaxed);
+}
+
+bool WorkQueue::next(int tid, int64_t grain, Range& r, const std::function<int64_t(int64_t)>* run_end) {
+  grain = std::max<int64_t>(grain, 1);
+  std::atomic<uint64_t>& own = slots_[static_cast<size_t>(tid)].v;
+  for (uint64_t v = own.load(std::memory_order_acquire); range_begin(v) < range_end(v);) {
+    const int64_t b = range_begin(v), e = range_end(v);
+    int64_t take = std::max(grain, (e - b) / 2);
+    if (run_end != nullptr) take = std::min(take, std::max(grain, (*run_end)(b) - b));
+    take = std::min(take, e - b);
+    if (own.compare_exchange_weak(v, pack_range(b + take, e), std::memory_order_acq_rel)) {
+      r = Range{b, b + take};
+      return true;
+    }
+  }
+  for (;;) {
+    size_t victim = slots_.size();
+    int64_t most = 0;
+    for (size_t t = 0; t < slots_.size(); ++t) {
+      const uint64_t v = slots_[t].v.load(std::memory_order_acquire);
+      if (range_end(v) - range_begin(v) > most) {
+        most = range_end(v) - range_begin(v);
+        victim = t;
+      }
+    }
+    if (victim == slots_.size()) return false;
+    std::atomic<uint64_t>& other = slots_[victim].v;
+    uint64_t v = other.load(std::memory_order_acquire);
+    const int64_t b = range_begin(v), e = range_end(v);
+    if (b >= e) continue;
+    const int64_t take = std::min(grain, e - b);
+    if (other.compare_exchange_weak(v, pack_range(b, e - take), std::memory_order_acq_rel)) {
+      r = Range{e - take, e};
+      return true;
+    }
+  }
+}
+
 Status parallel_for_each(int threads, size_t n, const std::function<Status(size_t)>& fn) {
   std::atomic<size_t> next{0};
   std::atomic<bool> stop{false};

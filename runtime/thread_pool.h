@@ -76,6 +76,29 @@ struct Range {
 };
 Range split_range(int64_t n, int parts, int i, int64_t unit = 1);
 
+// Units [0, n) dealt out in contiguous shares and claimed as the threads go: each thread takes
+// from the front of its own share half of what is left of it (at least `grain` units, and
+// with `run_end` not past run_end(first unit), e.g. the end of one matrix's blocks), and once
+// that is empty, `grain` units from the back of the share with the most left. A thread that
+// finishes early thus takes the last units of a slower one instead of waiting for it at the
+// barrier, while every thread starts on its own share in order, in long runs first. Every
+// unit is claimed exactly once. reset() before the threads start (the pool's publication
+// orders it before their claims); next() from the threads.
+class WorkQueue {
+ public:
+  // shares[t]: thread t's units, as returned by split_range or cost_share (nth entries).
+  void reset(const std::vector<Range>& shares);
+  // Thread tid's next run of units; false when no unit is left anywhere.
+  bool next(int tid, int64_t grain, Range& r, const std::function<int64_t(int64_t)>* run_end = nullptr);
+
+ private:
+  // begin << 32 | end of a share's unclaimed units, a cache line each.
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> v{0};
+  };
+  std::vector<Slot> slots_;
+};
+
 // The thread count a command uses unless told otherwise: the cores this process may run on
 // (hwloc; SMT siblings count once, as memory-bound decoding gains nothing from them), else the
 // CPUs the system reports, at least 1 and at most 1024.

@@ -117,6 +117,78 @@ TEST(SplitRange, CoversEverythingOnceInUnits) {
       }
 }
 
+// Threads claiming from a WorkQueue take every unit exactly once, each starting on its own
+// share from its front (unless the others took all of it first); a thread with an empty share
+// takes units from the others, and a slow one is left less than its share.
+TEST(WorkQueue, EveryUnitClaimedOnceAndIdleThreadsTakeOver) {
+  for (int nth : {1, 2, 3, 5}) {
+    auto pool = ThreadPool::create({nth, false, 50});
+    ASSERT_TRUE(pool.has_value()) << pool.error();
+    for (int64_t n : {0, 1, 7, 64, 257})
+      for (int64_t grain : {1, 3}) {
+        std::vector<Range> shares(static_cast<size_t>(nth));
+        for (int t = 0; t < nth; ++t) shares[static_cast<size_t>(t)] = split_range(n, nth, t);
+        if (nth > 1) {  // thread 1 gets nothing of its own, thread 0 its units too
+          shares[0].end = shares[1].end;
+          shares[1].begin = shares[1].end;
+        }
+        WorkQueue q;
+        q.reset(shares);
+        std::vector<std::atomic<int>> claims(static_cast<size_t>(n));
+        std::vector<int64_t> done(static_cast<size_t>(nth), 0);
+        std::vector<int64_t> first(static_cast<size_t>(nth), -1);
+        (*pool)->run([&](int tid) {
+          for (Range r; q.next(tid, grain, r);) {
+            EXPECT_LT(r.begin, r.end);
+            const Range own = shares[static_cast<size_t>(tid)];
+            if (r.begin < own.begin || r.begin >= own.end) {  // taken from another share
+              EXPECT_LE(r.end - r.begin, grain);
+            }
+            if (first[static_cast<size_t>(tid)] < 0) first[static_cast<size_t>(tid)] = r.begin;
+            for (int64_t u = r.begin; u < r.end; ++u) claims[static_cast<size_t>(u)]++;
+            done[static_cast<size_t>(tid)] += r.end - r.begin;
+            if (tid == 0 && nth > 1) usleep(200);  // a slow thread: the others take its units
+          }
+        });
+        for (int64_t u = 0; u < n; ++u)
+          EXPECT_EQ(claims[static_cast<size_t>(u)].load(), 1) << nth << " " << n << " " << u;
+        for (int t = 0; t < nth; ++t) {
+          const Range own = shares[static_cast<size_t>(t)];
+          const int64_t f = first[static_cast<size_t>(t)];  // its front, unless others took it all first
+          if (f >= own.begin && f < own.end) {
+            EXPECT_EQ(f, own.begin) << nth << " " << n << " " << t;
+          }
+        }
+        // (With more threads than cores some may not run at all before the others are done.)
+        if (nth == 2 && n >= 64) {
+          EXPECT_GT(done[1], 0) << n << " " << grain << ": the thread with no share took none";
+        }
+        if (nth > 1 && n >= 64) {
+          EXPECT_LT(done[0], shares[0].end - shares[0].begin) << "the slow one did all its share";
+        }
+      }
+  }
+}
+
+// A thread's own claims: half of what is left of its share, at least a grain, and never past
+// run_end of their first unit.
+TEST(WorkQueue, OwnClaimsHalveAndStopAtRunEnds) {
+  WorkQueue q;
+  q.reset({Range{0, 20}});
+  std::vector<Range> got;
+  for (Range r; q.next(0, 1, r);) got.push_back(r);
+  const std::vector<std::pair<int64_t, int64_t>> halves = {{0, 10}, {10, 15}, {15, 17}, {17, 18}, {18, 19}, {19, 20}};
+  ASSERT_EQ(got.size(), halves.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(std::pair(got[i].begin, got[i].end), halves[i]) << i;
+  const std::function<int64_t(int64_t)> run_end = [](int64_t b) { return (b / 4 + 1) * 4; };
+  q.reset({Range{2, 20}});
+  got.clear();
+  for (Range r; q.next(0, 1, r, &run_end);) got.push_back(r);
+  const std::vector<std::pair<int64_t, int64_t>> runs = {{2, 4}, {4, 8}, {8, 12}, {12, 16}, {16, 18}, {18, 19}, {19, 20}};
+  ASSERT_EQ(got.size(), runs.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(std::pair(got[i].begin, got[i].end), runs[i]) << i;
+}
+
 // The gate/up block lists' split: contiguous shares covering every block once, each within one
 // block's cost of an even share of the total.
 TEST(CostShare, CoversEveryBlockOnceInEvenShares) {
