@@ -150,8 +150,9 @@ int64_t GateUpOp::block_cost(int64_t b, const Tensor& x) const {
 
 // The routed list is the picked experts' blocks, expert after expert. Dealt out to the threads
 // by cost, every thread has work even when an expert has fewer blocks than there are threads
-// (Kimi-K2's 2048 outputs are 8 blocks, against 16 cores on the target machines), and a
-// thread's blocks of one expert (or of the dense matrix) are one run of rows: through the GEMM,
+// (Kimi-K2's 2048 outputs are 8 blocks, against 16 cores on the target machines), and each
+// run of blocks a thread claims within one expert (or the dense matrix) is one run of rows
+// (the executor's WorkQueue; run_end() bounds a claim): through the GEMM,
 // tile by tile, for kGemmMinTokens rows or more (the GEMM writes gate/up products interleaved
 // into the scratch, routed slots by index in slot order; then each block of 256 outputs is split
 // into gate and up, passed through SwiGLU and quantised to Q8_K), else one GEMV per row and
@@ -215,11 +216,6 @@ Range cost_share(int64_t n, const std::function<int64_t(int64_t)>& cost, int nth
   }
   if (r.end < r.begin) r.end = r.begin;
   return r;
-}
-
-void GateUpOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
-  const Range share = cost_share(blocks(), [&](int64_t b) { return block_cost(b, x); }, nth, tid);
-  run_blocks(share.begin, share.end, x, y);
 }
 
 }  // namespace zenmoe

@@ -48,12 +48,11 @@ class GateUpOp {
   // (another op running at the same time takes the floats before it: scratch_floats()).
   Status prepare(const refexec::Tensor* ids, const refexec::Tensor& x, int64_t scratch_at = 0);
   int64_t scratch_floats() const { return scratch_floats_; }
-  // Thread `tid` of `nth` writes its blocks of 256 outputs for every token (or routed slot).
-  void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   // After prepare(), the op's work is a list of blocks of 256 outputs: the picked experts'
   // blocks (routed), the matrix's blocks (dense). block_cost(b): the rows block b is multiplied
-  // by, plus kBlockReadCost for reading its weights. run_blocks runs blocks [b0, b1) of the list;
-  // run() runs the thread's share of the list by cost (cost_share).
+  // by, plus kBlockReadCost for reading its weights. run_blocks runs blocks [b0, b1) of the list
+  // for every token (or routed slot); the executor deals the list out by cost (cost_share) and
+  // lets the threads claim it (WorkQueue).
   int64_t blocks() const;
   // The end of the run of blocks b is in: its matrix's blocks in the list (one kernel call).
   int64_t run_end(int64_t b) const;
