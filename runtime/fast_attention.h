@@ -19,6 +19,7 @@
 #include "runtime/executor.h"
 #include "kernels/status.h"
 #include "runtime/ref_executor_ops.h"
+#include "runtime/thread_pool.h"
 
 namespace zenmoe {
 
@@ -115,9 +116,12 @@ class MlaOp {
   // positions whose keys and values it decompresses (those not kept from earlier batches).
   void prepare_decompressed(int64_t T, const refexec::Tensor& pos);
   // Two passes over the pool: the visible cache rows widened to F32 (a share per thread), then
-  // whole heads per thread: keys and values decompressed, scores, softmax, values.
+  // whole heads per thread: keys and values decompressed, scores, softmax, values. The heads
+  // are claimed one at a time from `heads`, reset by the caller to heads() units in even shares
+  // (each head is the same work; claimed, the last ones go to whichever thread is free first).
   void widen_decompressed(int tid, int nth, std::span<refexec::Tensor* const> in) const;
-  void run_decompressed(int tid, int nth, std::span<refexec::Tensor* const> in, AttentionScratch& sc) const;
+  void run_decompressed(int tid, WorkQueue& heads, std::span<refexec::Tensor* const> in, AttentionScratch& sc) const;
+  int64_t heads() const { return H_; }
   // Copies the heads' outputs of the last decompressed batch into o_heads [dv, H, T].
   void copy_decompressed(refexec::Tensor& o_heads) const;
 

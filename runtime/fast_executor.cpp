@@ -598,7 +598,10 @@ Status Impl::run_step(Step& s, int64_t T) {
       if (decompressed_ && s.mla->has_decompressed()) {
         s.mla->prepare_decompressed(T, *s.in[5]);
         pool_->run([&](int tid) { s.mla->widen_decompressed(tid, nth, s.in); });
-        pool_->run([&](int tid) { s.mla->run_decompressed(tid, nth, s.in, scratch_[static_cast<size_t>(tid)]); });
+        shares_.resize(static_cast<size_t>(nth));
+        for (int t = 0; t < nth; ++t) shares_[static_cast<size_t>(t)] = split_range(s.mla->heads(), nth, t);
+        work_.reset(shares_);
+        pool_->run([&](int tid) { s.mla->run_decompressed(tid, work_, s.in, scratch_[static_cast<size_t>(tid)]); });
         return Status::ok();
       }
       const bool split = s.mla->prepare_split(T, nth, *s.in[5]);

@@ -168,10 +168,11 @@ void MlaOp::dequantize_head(int64_t h) const {
     ref::dequantize_row(v_b_->type, v_b_->cdata + (h * dv_ + i) * vrow, vb.data() + i * R_, R_);
 }
 
-void MlaOp::run_decompressed(int tid, int nth, std::span<Tensor* const> in, AttentionScratch& sc) const {
+void MlaOp::run_decompressed(int tid, WorkQueue& heads, std::span<Tensor* const> in, AttentionScratch& sc) const {
   const Tensor &q_pe = *in[1], &cache = *in[4], &pos = *in[5];
-  const Range heads = split_range(H_, nth, tid);
-  if (heads.begin >= heads.end) return;
+  const std::function<int64_t(int64_t)> one_head = [](int64_t h) { return h + 1; };
+  Range claim;
+  if (!heads.next(tid, 1, claim, &one_head)) return;
   single_threaded_blas();
   const int64_t P = full_vis_, T = full_T_, r = W_ - R_, dk = dn_ + r, from = full_from_;
   const float* rows = full_rows(cache);
@@ -181,7 +182,8 @@ void MlaOp::run_decompressed(int tid, int nth, std::span<Tensor* const> in, Atte
   }
   sc.q.resize(static_cast<size_t>(kRowsPerBlock * dk));
   sc.s.resize(static_cast<size_t>(kRowsPerBlock * P));
-  for (int64_t h = heads.begin; h < heads.end; ++h) {
+  do {
+    const int64_t h = claim.begin;
     dequantize_head(h);
     float* keys = keeping_ ? keep_k_[static_cast<size_t>(h)].data() : sc.k.data();
     float* values = keeping_ ? keep_v_[static_cast<size_t>(h)].data() : sc.v.data();
@@ -213,7 +215,7 @@ void MlaOp::run_decompressed(int tid, int nth, std::span<Tensor* const> in, Atte
       dnnl_sgemm('N', 'N', m, dv_, n_vis, 1.0f, sc.s.data(), n_vis, values, dv_, 0.0f,
                  out_.data() + (t0 * H_ + h) * dv_, H_ * dv_);
     }
-  }
+  } while (heads.next(tid, 1, claim, &one_head));
 }
 
 void MlaOp::copy_decompressed(Tensor& o_heads) const {
