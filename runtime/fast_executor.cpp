@@ -148,9 +148,14 @@ class Impl final : public FastExecutor {
   // the last blocks go to whichever thread is free first (bench preset, 2 threads: thread 0
   // had waited 25-55 us per routed gate/up step of ~430 us for the other thread to finish).
   void deal_blocks(int64_t n, const std::function<int64_t(int64_t)>& cost) {
+    cost_shares(n, cost, pool_->size(), shares_);
+    work_.reset(shares_);
+  }
+  // n units of equal work (heads) in even shares, claimed the same way.
+  void deal_even(int64_t n) {
     const int nth = pool_->size();
     shares_.resize(static_cast<size_t>(nth));
-    for (int t = 0; t < nth; ++t) shares_[static_cast<size_t>(t)] = cost_share(n, cost, nth, t);
+    for (int t = 0; t < nth; ++t) shares_[static_cast<size_t>(t)] = split_range(n, nth, t);
     work_.reset(shares_);
   }
   std::vector<Range> shares_;
@@ -598,9 +603,7 @@ Status Impl::run_step(Step& s, int64_t T) {
       if (decompressed_ && s.mla->has_decompressed()) {
         s.mla->prepare_decompressed(T, *s.in[5]);
         pool_->run([&](int tid) { s.mla->widen_decompressed(tid, nth, s.in); });
-        shares_.resize(static_cast<size_t>(nth));
-        for (int t = 0; t < nth; ++t) shares_[static_cast<size_t>(t)] = split_range(s.mla->heads(), nth, t);
-        work_.reset(shares_);
+        deal_even(s.mla->heads());
         pool_->run([&](int tid) { s.mla->run_decompressed(tid, work_, s.in, scratch_[static_cast<size_t>(tid)]); });
         return Status::ok();
       }

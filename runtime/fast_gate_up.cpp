@@ -196,26 +196,25 @@ int64_t GateUpOp::run_end(int64_t b) const {
   return std::min(blocks(), (b / per + 1) * per);
 }
 
-Range cost_share(int64_t n, const std::function<int64_t(int64_t)>& cost, int nth, int tid) {
+void cost_shares(int64_t n, const std::function<int64_t(int64_t)>& cost, int nth, std::vector<Range>& out) {
+  out.assign(static_cast<size_t>(nth), Range{n, n});
   int64_t total = 0;
   for (int64_t b = 0; b < n; ++b) total += cost(b);
-  if (total <= 0) return split_range(n, nth, tid);
-  // Block b goes to the thread whose even share of the total cost holds its middle.
-  auto owner = [&](int64_t twice_mid) { return static_cast<int>(twice_mid * nth / (2 * total)); };
-  Range r{n, n};
+  if (total <= 0) {
+    for (int t = 0; t < nth; ++t) out[static_cast<size_t>(t)] = split_range(n, nth, t);
+    return;
+  }
+  // Block b goes to the thread whose even share of the total cost holds its middle; owners
+  // never decrease, so thread t starts at the first block owned by t or a later thread.
+  int next = 0;  // the first thread whose start is not found yet
   int64_t cum = 0;
-  for (int64_t b = 0; b < n; ++b) {
+  for (int64_t b = 0; b < n && next < nth; ++b) {
     const int64_t c = cost(b);
-    const int o = owner(2 * cum + c);
-    if (o >= tid && r.begin == n) r.begin = b;
-    if (o > tid) {
-      r.end = b;
-      break;
-    }
+    const auto owner = static_cast<int>((2 * cum + c) * nth / (2 * total));
+    while (next <= owner && next < nth) out[static_cast<size_t>(next++)].begin = b;
     cum += c;
   }
-  if (r.end < r.begin) r.end = r.begin;
-  return r;
+  for (int t = 0; t + 1 < nth; ++t) out[static_cast<size_t>(t)].end = out[static_cast<size_t>(t) + 1].begin;
 }
 
 }  // namespace zenmoe

@@ -30,9 +30,10 @@ namespace zenmoe {
 // routed GEMM's ~240 G multiply-adds per second at 1 thread: about 4 tokens.
 inline constexpr int64_t kBlockReadCost = 4;
 
-// Thread `tid`'s share of n blocks of the given costs: a contiguous range, the total cost split
-// evenly (a block goes to the thread whose share holds the middle of its cost).
-Range cost_share(int64_t n, const std::function<int64_t(int64_t)>& cost, int nth, int tid);
+// Every thread's share of n blocks of the given costs, in one pass: contiguous ranges in thread
+// order, the total cost split evenly (a block goes to the thread whose share holds the middle
+// of its cost); out[t] is thread t's.
+void cost_shares(int64_t n, const std::function<int64_t(int64_t)>& cost, int nth, std::vector<Range>& out);
 
 class GateUpOp {
  public:
@@ -51,7 +52,7 @@ class GateUpOp {
   // After prepare(), the op's work is a list of blocks of 256 outputs: the picked experts'
   // blocks (routed), the matrix's blocks (dense). block_cost(b): the rows block b is multiplied
   // by, plus kBlockReadCost for reading its weights. run_blocks runs blocks [b0, b1) of the list
-  // for every token (or routed slot); the executor deals the list out by cost (cost_share) and
+  // for every token (or routed slot); the executor deals the list out by cost (cost_shares) and
   // lets the threads claim it (WorkQueue).
   int64_t blocks() const;
   // The end of the run of blocks b is in: its matrix's blocks in the list (one kernel call).

@@ -86,7 +86,7 @@ Range split_range(int64_t n, int parts, int i, int64_t unit = 1);
 // orders it before their claims); next() from the threads.
 class WorkQueue {
  public:
-  // shares[t]: thread t's units, as returned by split_range or cost_share (nth entries).
+  // shares[t]: thread t's units, as split_range or cost_shares deal them (nth entries).
   void reset(const std::vector<Range>& shares);
   // Thread tid's next run of units; false when no unit is left anywhere.
   bool next(int tid, int64_t grain, Range& r, const std::function<int64_t(int64_t)>* run_end = nullptr);
