@@ -1,6 +1,7 @@
 // Decode attention (one token's MLA heads over the latent cache) per KV cache type, through the
 // fast executor's MlaOp on one thread (the heads-in-lanes kernels for every cache type; BF16 in
-// bf16 pairs on AVX512_BF16 hosts). Heads 16 (the bench preset) and 64 (Kimi-K2), 16 positions
+// bf16 pairs on AVX512_BF16 hosts; F16 and BF16 on the AMX tile unit on hosts of level amx, unless
+// ZENMOE_ISA caps the level below it). Heads 16 (the bench preset) and 64 (Kimi-K2), 16 positions
 // (mostly what a call costs besides its rows: query and output transposes, value sums zeroed),
 // 512 and 4096 positions, and the shares of two ways to split 64 heads on 16 threads (below).
 // Two regimes: `stream` 0 keeps one cache resident between iterations (L2 / L3), so the figure
@@ -48,7 +49,12 @@ void BM_MlaDecode(benchmark::State& state, KvCacheType kv, bool then_read) {
                      val("cache", {kRow, ir::kDimContext}),      val("pos", {ir::kDimTokens})};
   const int out = val("out", {kLat, heads, ir::kDimTokens});
   g.add_node(ir::OpKind::MlaAttention, {ins, ins + 6}, {out}, {{"scale", 1.0f / std::sqrt(float(kRow))}});
-  auto op = MlaOp::create(g.nodes.back(), g, {isa::host_level(), isa::host_tuning()}, kv);
+  const Expected<isa::Target> target = isa::resolve_target("");  // ZENMOE_ISA caps it
+  if (!target) {
+    state.SkipWithError(target.error().c_str());
+    return;
+  }
+  auto op = MlaOp::create(g.nodes.back(), g, *target, kv);
   if (!op) {
     state.SkipWithError(op.error().c_str());
     return;

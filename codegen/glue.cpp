@@ -252,7 +252,7 @@ GlueDesc base_desc(GlueOp op, int32_t n, isa::IsaLevel level, GlueCpu cpu) {
   GlueDesc d;
   d.op = op;
   d.n = n;
-  d.isa = level;
+  d.isa = isa::kernel_level(level);
   d.cpu = cpu;
   return d;
 }

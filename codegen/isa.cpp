@@ -2,6 +2,8 @@
 #include "codegen/isa.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -26,6 +28,13 @@ uint64_t xgetbv0() {
 }
 
 bool bit(unsigned v, int i) { return (v >> i) & 1u; }
+
+// Linux keeps AMX tile data off until a process asks for it (arch_prctl ARCH_REQ_XCOMP_PERM
+// for XFEATURE_XTILEDATA); kernels older than 5.16 refuse the request and the level is off.
+bool request_tile_permission() {
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
 
 CpuFeatures read_features() {
   CpuFeatures f;
@@ -62,7 +71,10 @@ CpuFeatures read_features() {
     f.gfni = bit(r7.c, 8);
     f.avx512vnni = bit(r7.c, 11);
     if (r7.a >= 1) f.avx512bf16 = bit(cpuid(7, 1).a, 5);
+    f.amx_bf16 = bit(r7.d, 22);
+    f.amx_tile = bit(r7.d, 24);
   }
+  f.os_amx = f.amx_tile && osxsave && (xgetbv0() & 0x60000) == 0x60000 && request_tile_permission();
   return f;
 }
 
@@ -75,12 +87,13 @@ bool level_supported(const CpuFeatures& f, IsaLevel level) {
     case IsaLevel::kAvx512: return avx512;
     case IsaLevel::kAvx512Vnni: return avx512 && f.avx512vnni;
     case IsaLevel::kAvx512Bf16: return avx512 && f.avx512vnni && f.avx512bf16;
+    case IsaLevel::kAmx: return avx512 && f.avx512vnni && f.avx512bf16 && f.amx_tile && f.amx_bf16 && f.os_amx;
   }
   return false;
 }
 
 constexpr const char* kLevelNames[kIsaLevelCount] = {"scalar", "avx2", "avx512", "avx512vnni",
-                                                     "avx512bf16"};
+                                                     "avx512bf16", "amx"};
 constexpr const char* kTuningNames[kTuningCount] = {"generic", "zen4", "zen5"};
 
 }  // namespace
@@ -148,7 +161,7 @@ Expected<IsaLevel> parse_level(std::string_view name) {
   for (int i = 0; i < kIsaLevelCount; ++i)
     if (name == kLevelNames[i]) return static_cast<IsaLevel>(i);
   return Error{"unknown ISA level '" + std::string(name) +
-               "' (expected scalar, avx2, avx512, avx512vnni or avx512bf16)"};
+               "' (expected scalar, avx2, avx512, avx512vnni, avx512bf16 or amx)"};
 }
 
 Expected<Tuning> parse_tuning(std::string_view name) {

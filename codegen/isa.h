@@ -19,8 +19,15 @@ namespace zenmoe::isa {
 //   avx512      AVX-512 F/BW/VL/DQ (+ OS ZMM and opmask state)
 //   avx512vnni  + AVX512_VNNI (vpdpbusd)
 //   avx512bf16  + AVX512_BF16 (vdpbf16ps)
-enum class IsaLevel : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3, kAvx512Bf16 = 4 };
-inline constexpr int kIsaLevelCount = 5;
+//   amx         + AMX-TILE and AMX-BF16 with the OS keeping tile state and granting this
+//                 process its use (Intel Sapphire Rapids and later): the decode attention's
+//                 products on the tile unit (runtime/attn_amx.h). No generated kernel emits AMX,
+//                 so kernel descriptors stop at avx512bf16 (kernel_level).
+enum class IsaLevel : uint8_t { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vnni = 3, kAvx512Bf16 = 4, kAmx = 5 };
+inline constexpr int kIsaLevelCount = 6;
+// The level generated kernels of a target at `level` are made for: the highest any generator
+// emits, avx512bf16, or `level` when below it.
+inline IsaLevel kernel_level(IsaLevel level) { return level > IsaLevel::kAvx512Bf16 ? IsaLevel::kAvx512Bf16 : level; }
 
 // Micro-architecture tuning. Zen 4 executes 512-bit ops as two 256-bit halves, Zen 5 has a
 // full 512-bit datapath; anything else gets generic choices.
@@ -36,6 +43,10 @@ struct CpuFeatures {
   bool sse42 = false, avx = false, avx2 = false, fma = false, f16c = false, bmi1 = false, bmi2 = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512vbmi = false, avx512bf16 = false, gfni = false;
+  bool amx_tile = false, amx_bf16 = false;
+  // XCR0 enables tile configuration and data state and the OS granted this process the tile
+  // data (Linux: arch_prctl ARCH_REQ_XCOMP_PERM, asked once when the features are read).
+  bool os_amx = false;
 };
 
 // Tuning hints that generators and default descriptors use.
@@ -63,7 +74,7 @@ bool supports(const CpuFeatures& f, IsaLevel level);
 Tuning tuning_for(const CpuFeatures& f);
 TuningHints tuning_hints(Tuning t);
 
-const char* level_name(IsaLevel level);    // "scalar", "avx2", "avx512", "avx512vnni", "avx512bf16"
+const char* level_name(IsaLevel level);    // "scalar", "avx2", "avx512", "avx512vnni", "avx512bf16", "amx"
 const char* tuning_name(Tuning t);         // "generic", "zen4", "zen5"
 Expected<IsaLevel> parse_level(std::string_view name);
 Expected<Tuning> parse_tuning(std::string_view name);

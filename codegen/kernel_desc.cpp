@@ -193,7 +193,7 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
   activation_for(weight, &act);
   d.act = act;
   d.cols = cols;
-  d.isa = target.level;
+  d.isa = isa::kernel_level(target.level);
   d.tuning = target.tuning;
   // Row-per-lane layouts (kernels/pack.h) block 16 rows; K-quants block 8 (4 row pairs).
   d.row_block = weight == GgmlType::Q4_K ? 8 : 16;

@@ -11,6 +11,7 @@
 
 #include "kernels/ref/fp16.h"
 #include "kernels/ref/ops.h"
+#include "runtime/attn_amx.h"
 #include "runtime/kv_bf16.h"
 #include "runtime/kv_f16.h"
 #include "runtime/kv_q8.h"
@@ -69,6 +70,8 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
   const auto r = static_cast<int32_t>(g.values[static_cast<size_t>(n.inputs[1])].shape[0]);
   op->R_ = R;
   op->W_ = R + r;
+  op->amx_ = target.level >= isa::IsaLevel::kAmx && isa::host_supports(isa::IsaLevel::kAmx) &&
+             (kv == KvCacheType::F16 || kv == KvCacheType::BF16) && amx_attend_fits(R + r, R);
   op->H_ = g.values[static_cast<size_t>(n.inputs[0])].shape[1];
   if (kv == KvCacheType::Q8_0 && (R + r) % kQK != 0)
     return Error{"a q8_0 KV cache needs a latent row width that is a multiple of 32, got " +
@@ -114,6 +117,28 @@ void MlaOp::run_decode(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tens
 // targets multiplied in bf16 pairs instead).
 void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, float* y, AttentionScratch& sc,
                         float* smax, float* inv) const {
+  if (amx_) {
+    const auto work = static_cast<size_t>(amx_attend_scratch_floats(m, W_, R_));
+    if (sc.flash.size() < work) sc.flash.resize(work);
+    const AmxAttnCall c{.q = sc.q.data(),
+                        .m = m,
+                        .rows = cache.cdata + j0 * cache.row_size(),
+                        .stride = cache.row_size(),
+                        .n = n,
+                        .W = W_,
+                        .R = R_,
+                        .scale = scale_,
+                        .f16 = kv_ == KvCacheType::F16,
+                        .y = y,
+                        .smax = smax,
+                        .inv = inv,
+                        .side = sc.side,
+                        .side_ranges = sc.side_ranges};
+    sc.side = nullptr;
+    sc.side_ranges = 0;
+    amx_attend(c, sc.flash.data());
+    return;
+  }
   const AttnKernel* kern = &attn_.back();
   for (const AttnKernel& a : attn_)
     if (a.layout.lanes >= m) {

@@ -75,7 +75,10 @@ class MlaOp {
   // Whether the decode kernels multiply in bf16 pairs (glue_attn_bf16_dot: a BF16 cache on an
   // AVX512_BF16 target scheduled for Zen 4 or Zen 5); the queries and probabilities are then
   // rounded to bf16.
-  bool decode_bf16_pairs() const { return bf16_pairs_; }
+  bool decode_bf16_pairs() const { return bf16_pairs_ && !amx_; }
+  // Whether decode-sized batches run on the AMX tile unit instead (runtime/attn_amx.h): an F16
+  // or BF16 cache on a target of level amx.
+  bool decode_amx() const { return amx_; }
   // Caller thread: writes this batch's cache rows.
   void store(std::span<refexec::Tensor* const> in) const;
   // Caller thread, after store(): whether this batch runs split by cache positions (below) on
@@ -146,6 +149,7 @@ class MlaOp {
   KvCacheType kv_ = KvCacheType::F32;
   bool avx512_ = false;  // the target allows AVX-512 (the decode kernels)
   bool bf16_pairs_ = false;  // the decode kernels take the bf16 dot form
+  bool amx_ = false;         // decode batches run amx_attend
   mutable std::vector<float> widened_;  // F16 / BF16 cache rows as F32 for the SGEMM path
   // Split decode: heads per thread (H, or 16) and position shares per head. Thread t takes
   // heads from t / split_shares_ * split_heads_ and share j = t % split_shares_; per share j and

@@ -91,7 +91,8 @@ constexpr Feature kFeatures[] = {
     {"avx512bw", &isa::CpuFeatures::avx512bw},     {"avx512vl", &isa::CpuFeatures::avx512vl},
     {"avx512dq", &isa::CpuFeatures::avx512dq},     {"avx512vnni", &isa::CpuFeatures::avx512vnni},
     {"avx512vbmi", &isa::CpuFeatures::avx512vbmi}, {"avx512bf16", &isa::CpuFeatures::avx512bf16},
-    {"gfni", &isa::CpuFeatures::gfni},
+    {"gfni", &isa::CpuFeatures::gfni},             {"amx_tile", &isa::CpuFeatures::amx_tile},
+    {"amx_bf16", &isa::CpuFeatures::amx_bf16},     {"os_amx", &isa::CpuFeatures::os_amx},
 };
 
 std::vector<std::string> split_commas(const std::string& s) {

@@ -26,7 +26,7 @@ using isa::IsaLevel;
 std::vector<IsaLevel> fused_levels() {
   std::vector<IsaLevel> out = {IsaLevel::kScalar};
   for (IsaLevel l : isa::host_levels())
-    if (l >= IsaLevel::kAvx512) out.push_back(l);
+    if (l >= IsaLevel::kAvx512 && l == isa::kernel_level(l)) out.push_back(l);  // levels kernels are made for
   return out;
 }
 

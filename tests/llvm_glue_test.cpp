@@ -87,7 +87,13 @@ const std::vector<int> kSizes = {1, 7, 256, 512, 2048, 7168};
 const std::vector<int> kBlockSizes = {256, 512, 2048, 7168};
 
 // Every level the host runs from avx2 up, plus scalar (the SSE2 baseline) for the small sizes.
-std::vector<IsaLevel> levels() { return isa::host_levels(); }
+// The levels glue kernels are made for (above avx512bf16 they are the avx512bf16 ones).
+std::vector<IsaLevel> levels() {
+  std::vector<IsaLevel> out;
+  for (IsaLevel l : isa::host_levels())
+    if (l == isa::kernel_level(l)) out.push_back(l);
+  return out;
+}
 
 int rows_for(int n) { return n >= 2048 ? 2 : 1 + n % 5; }
 

@@ -25,7 +25,7 @@ namespace {
 const std::vector<FlagSpec> kFlags = {
     {"output", "o", true, "plan file to write (default: MODEL with .zplan)"},
     {"target", "", true, "CPU to tune for: znver5, znver4 or host (default host)"},
-    {"isa", "", true, "highest instruction set to use (scalar, avx2, avx512, avx512vnni, avx512bf16)"},
+    {"isa", "", true, "highest instruction set to use (scalar, avx2, avx512, avx512vnni, avx512bf16, amx)"},
     {"threads", "t", true, "threads the plan is laid out for (default 1)"},
     {"dump-after", "", true, "print the IR after this pass ('all' for every pass)"},
     {"help", "h", false, "show this help"},

@@ -82,6 +82,7 @@ bool level_allows(isa::IsaLevel level, const std::string& f) {
   if (level == IsaLevel::kScalar) return !avx_family;
   if (level == IsaLevel::kAvx2) return !avx512_family;
   if (f == "avx512bf16") return level >= IsaLevel::kAvx512Bf16;
+  if (starts_with(f, "amx")) return level >= IsaLevel::kAmx;
   if (f == "avx512vnni") return level >= IsaLevel::kAvx512Vnni;
   return true;
 }
