@@ -20,10 +20,10 @@ namespace {
 
 constexpr int64_t kChunk = kAmxAttnChunk;
 constexpr int64_t kTile = 1024;  // bytes of a 16 x 64-byte tile
-constexpr int kColTiles = 4;     // value column tiles accumulated at once (tiles 0..3)
 
 // Palette 1, every tile 16 rows of 64 bytes. Tiles: scores 0-1 sums, 2-3 and 6-7 cache rows,
-// 4-5 query parts; values 0-3 sums, 4-5 probability parts, 6-7 cache rows.
+// 4-5 query parts; values 0-1 sums (a half of the heads each), 2-5 probability parts, 6-7 cache
+// rows.
 struct TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
@@ -39,7 +39,7 @@ struct Layout {
   int64_t planes = 0;  // [hi, lo][kChunk rows][W] bf16: f16 rows split, or a bf16 chunk's padded tail
   int64_t s = 0;       // [kChunk][16] f32 scores, then probabilities
   int64_t p = 0;       // [kChunk / 16 blocks][2 halves][hi, lo] probability tiles
-  int64_t ctmp = 0;    // [kColTiles] value sum tiles
+  int64_t ctmp = 0;    // [2 halves] value sum tiles
   int64_t y = 0;       // [group][16][R] f32 running value sums
   int64_t stats = 0;   // [group][max, sum][16] f32
   int64_t total = 0;
@@ -60,7 +60,7 @@ Layout layout_for(int64_t m, int64_t W, int64_t R) {
   L.planes = take(2 * kChunk * W * 2);
   L.s = take(kChunk * 16 * 4);
   L.p = take(kChunk / 16 * 2 * 2 * kTile);
-  L.ctmp = take(kColTiles * kTile);
+  L.ctmp = take(2 * kTile);
   L.y = take(L.groups * 16 * R * 4);
   L.stats = take(L.groups * 2 * 16 * 4);
   L.total = at;
@@ -93,6 +93,34 @@ ZM_AMX inline void split32_f16(__m512i raw, __m512i& hi, __m512i& lo) {
   hi = _mm512_permutex2var_epi16(ar, odd_words, br);
   const __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(b, bh), _mm512_sub_ps(a, ah));
   lo = reinterpret_cast<const __m512i&>(l);
+}
+
+// r[i][j] -> r[j][i] for a 16 x 16 block of 32-bit elements: pairs, then quads within 128-bit
+// lanes, then the lanes (64 shuffles; 16 gathers of a column cost about four times as much).
+ZM_AMX inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  __m512 u[16];
+  for (int i = 0; i < 16; i += 4) {
+    const __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]);
+    const __m512d c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+    u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  // u[4i + j], 128-bit lane L: column 4L + j of rows 4i .. 4i + 3.
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+    r[j] = _mm512_shuffle_f32x4(v0, w0, 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
+    r[4 + j] = _mm512_shuffle_f32x4(v1, w1, 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(v1, w1, 0xDD);
+  }
 }
 
 // e^x for x <= 0 (softmax arguments): range reduction by ln 2 and a degree-6 polynomial,
@@ -237,17 +265,17 @@ class Attend {
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(lo + k), b);
       }
     }
-    // Pairs (32-bit words) of head h sit W / 2 words apart (hi) with lo W / 2 after hi.
-    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                           _mm512_set1_epi32(static_cast<int>(W)));
-    const auto* words = reinterpret_cast<const int*>(split);
+    // Pairs (32-bit words) of head h start W / 2 words apart (hi, then lo): a 16 x 16 block of
+    // them per tile, transposed.
+    const auto* words = reinterpret_cast<const float*>(split);
     uint8_t* qb = sc_ + L_.qb + g * L_.kt * 2 * kTile;
     for (int64_t kt = 0; kt < L_.kt; ++kt)
-      for (int part = 0; part < 2; ++part)
-        for (int64_t kp = 0; kp < 16; ++kp) {
-          const int* base = words + part * (W / 2) + 16 * kt + kp;
-          _mm512_store_si512(qb + (kt * 2 + part) * kTile + kp * 64, _mm512_i32gather_epi32(idx, base, 4));
-        }
+      for (int part = 0; part < 2; ++part) {
+        __m512 r[16];
+        for (int64_t h = 0; h < 16; ++h) r[h] = _mm512_loadu_ps(words + h * W + part * (W / 2) + 16 * kt);
+        transpose16(r);
+        for (int64_t kp = 0; kp < 16; ++kp) _mm512_store_ps(reinterpret_cast<float*>(qb + (kt * 2 + part) * kTile + kp * 64), r[kp]);
+      }
   }
 
   // Where the chunk's blocks read their rows: a bf16 cache in place (a short last block copied
@@ -371,73 +399,70 @@ class Attend {
   // slot 2j + t, hi and lo parts.
   ZM_AMX void probability_tiles(int64_t g, int64_t nb) {
     const float* s = f(L_.s);
-    const int64_t halves = heads_in(g) > 8 ? 2 : 1;
-    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                           _mm512_set1_epi32(16));
-    for (int64_t b = 0; b < nb; ++b)
-      for (int64_t hh = 0; hh < halves; ++hh) {
-        uint8_t* t = sc_ + L_.p + (b * 2 + hh) * 2 * kTile;
-        for (int64_t h8 = 0; h8 < 8; ++h8) {
-          const __m512 p = _mm512_i32gather_ps(idx, s + b * 256 + 8 * hh + h8, 4);
-          __m256i hi, lo;
-          split16(p, hi, lo);
-          const __m512i zh = _mm512_cvtepu16_epi32(hi), zl = _mm512_cvtepu16_epi32(lo);
-          _mm512_store_si512(t + (2 * h8) * 64, zh);
-          _mm512_store_si512(t + (2 * h8 + 1) * 64, _mm512_slli_epi32(zh, 16));
-          _mm512_store_si512(t + kTile + (2 * h8) * 64, zl);
-          _mm512_store_si512(t + kTile + (2 * h8 + 1) * 64, _mm512_slli_epi32(zl, 16));
-        }
+    const int64_t heads = heads_in(g);
+    for (int64_t b = 0; b < nb; ++b) {
+      __m512 r[16];
+      for (int64_t i = 0; i < 16; ++i) r[i] = _mm512_load_ps(s + b * 256 + 16 * i);
+      transpose16(r);  // r[h]: head h's probabilities of the block's 16 rows
+      const int64_t rows = heads > 8 ? 16 : 8;  // whole halves: the rows past the heads are 0
+      for (int64_t h = 0; h < rows; ++h) {
+        uint8_t* t = sc_ + L_.p + (b * 2 + h / 8) * 2 * kTile;
+        const int64_t h8 = h % 8;
+        __m256i hi, lo;
+        split16(h < heads ? r[h] : _mm512_setzero_ps(), hi, lo);
+        const __m512i zh = _mm512_cvtepu16_epi32(hi), zl = _mm512_cvtepu16_epi32(lo);
+        _mm512_store_si512(t + (2 * h8) * 64, zh);
+        _mm512_store_si512(t + (2 * h8 + 1) * 64, _mm512_slli_epi32(zh, 16));
+        _mm512_store_si512(t + kTile + (2 * h8) * 64, zl);
+        _mm512_store_si512(t + kTile + (2 * h8 + 1) * 64, _mm512_slli_epi32(zl, 16));
       }
+    }
   }
 
-  // Value sums of group g over the chunk, added into its running sums (scaled by alpha_).
+  // Value sums of group g over the chunk, added into its running sums (scaled by alpha_): a
+  // column tile at a time for both halves of the heads, so each load of a cache tile serves 16
+  // heads (a tile per half and column group read the cache rows from L2 twice: MlaDecode f16, 16
+  // heads, 512 positions 108-125 -> 90-95 us).
   ZM_AMX void values(int64_t g, int64_t nb, bool first) {
-    const int64_t halves = heads_in(g) > 8 ? 2 : 1;
-    for (int64_t hh = 0; hh < halves; ++hh)
-      for (int64_t c0 = 0; c0 < L_.ct; c0 += kColTiles) {
-        const int64_t nct = std::min<int64_t>(kColTiles, L_.ct - c0);
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* pt = sc_ + L_.p + (b * 2 + hh) * 2 * kTile;
-          _tile_loadd(4, pt, 64);
-          _tile_loadd(5, pt + kTile, 64);
-          const uint8_t* rows = block_hi_[b] + c0 * 64;
-          const int64_t st = block_stride_[b];
-          value_tile(nct, rows, st);
-          tick(nct * parts());
+    const bool two = heads_in(g) > 8;
+    float* ct = f(L_.ctmp);
+    for (int64_t c = 0; c < L_.ct; ++c) {
+      _tile_zero(0);
+      _tile_zero(1);
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* pt = sc_ + L_.p + b * 4 * kTile;
+        const uint8_t* rows = block_hi_[b] + c * 64;
+        const int64_t st = block_stride_[b];
+        _tile_loadd(6, rows, st);
+        _tile_loadd(2, pt, 64);
+        _tile_loadd(3, pt + kTile, 64);
+        _tile_dpbf16ps(0, 2, 6);
+        _tile_dpbf16ps(0, 3, 6);
+        if (two) {
+          _tile_loadd(4, pt + 2 * kTile, 64);
+          _tile_loadd(5, pt + 3 * kTile, 64);
+          _tile_dpbf16ps(1, 4, 6);
+          _tile_dpbf16ps(1, 5, 6);
         }
-        float* ct = f(L_.ctmp);
-        _tile_stored(0, ct, 64);
-        _tile_stored(1, ct + 256, 64);
-        _tile_stored(2, ct + 512, 64);
-        _tile_stored(3, ct + 768, 64);
-        add_values(g, hh, c0, nct, first);
+        if (c_.f16) {
+          _tile_loadd(7, rows + lo_offset_, st);
+          _tile_dpbf16ps(0, 2, 7);
+          if (two) _tile_dpbf16ps(1, 4, 7);
+        }
+        tick((two ? 2 : 1) * parts());
       }
+      _tile_stored(0, ct, 64);
+      add_values(g, 0, c, ct, first);
+      if (two) {
+        _tile_stored(1, ct + 256, 64);
+        add_values(g, 1, c, ct + 256, first);
+      }
+    }
   }
 
-  // One block's products into the column tiles 0..nct-1 (their tile numbers are immediates).
-  ZM_AMX void value_tile(int64_t nct, const uint8_t* rows, int64_t st) {
-#define ZM_VALUE_TILE(T)                                         \
-  _tile_loadd(6, rows + (T) * 64, st);                           \
-  _tile_dpbf16ps(T, 4, 6);                                       \
-  _tile_dpbf16ps(T, 5, 6);                                       \
-  if (c_.f16) {                                                  \
-    _tile_loadd(7, rows + lo_offset_ + (T) * 64, st);            \
-    _tile_dpbf16ps(T, 4, 7);                                     \
-  }
-    ZM_VALUE_TILE(0)
-    if (nct > 1) { ZM_VALUE_TILE(1) }
-    if (nct > 2) { ZM_VALUE_TILE(2) }
-    if (nct > 3) { ZM_VALUE_TILE(3) }
-#undef ZM_VALUE_TILE
-  }
-
-  // Column tiles c0.. of half hh into the running sums: rows (h, 0) and (h, 1) interleaved.
-  ZM_AMX void add_values(int64_t g, int64_t hh, int64_t c0, int64_t nct, bool first) {
-    const float* ct = f(L_.ctmp);
+  // Column tile c of half hh (sums in `tile`) into the running sums: rows (h, 0) and (h, 1)
+  // interleaved.
+  ZM_AMX void add_values(int64_t g, int64_t hh, int64_t c, const float* tile, bool first) {
     const __m512i even = _mm512_set_epi32(23, 7, 22, 6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m512i odd = _mm512_set_epi32(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8);
     alignas(64) float alpha[16];
@@ -445,20 +470,17 @@ class Attend {
     const int64_t heads = heads_in(g);
     for (int64_t h8 = 0; h8 < 8 && 8 * hh + h8 < heads; ++h8) {
       const int64_t h = 8 * hh + h8;
-      float* y = f(L_.y) + (g * 16 + h) * c_.R;
-      const __m512 a = _mm512_set1_ps(alpha[h]);
-      for (int64_t t = 0; t < nct; ++t) {
-        const __m512 r0 = _mm512_load_ps(ct + t * 256 + (2 * h8) * 16);
-        const __m512 r1 = _mm512_load_ps(ct + t * 256 + (2 * h8 + 1) * 16);
-        float* dst = y + (c0 + t) * 32;
-        const __m512 lo = _mm512_permutex2var_ps(r0, even, r1), hi = _mm512_permutex2var_ps(r0, odd, r1);
-        if (first) {
-          _mm512_store_ps(dst, lo);
-          _mm512_store_ps(dst + 16, hi);
-        } else {
-          _mm512_store_ps(dst, _mm512_fmadd_ps(_mm512_load_ps(dst), a, lo));
-          _mm512_store_ps(dst + 16, _mm512_fmadd_ps(_mm512_load_ps(dst + 16), a, hi));
-        }
+      float* dst = f(L_.y) + (g * 16 + h) * c_.R + c * 32;
+      const __m512 r0 = _mm512_load_ps(tile + (2 * h8) * 16);
+      const __m512 r1 = _mm512_load_ps(tile + (2 * h8 + 1) * 16);
+      const __m512 lo = _mm512_permutex2var_ps(r0, even, r1), hi = _mm512_permutex2var_ps(r0, odd, r1);
+      if (first) {
+        _mm512_store_ps(dst, lo);
+        _mm512_store_ps(dst + 16, hi);
+      } else {
+        const __m512 a = _mm512_set1_ps(alpha[h]);
+        _mm512_store_ps(dst, _mm512_fmadd_ps(_mm512_load_ps(dst), a, lo));
+        _mm512_store_ps(dst + 16, _mm512_fmadd_ps(_mm512_load_ps(dst + 16), a, hi));
       }
     }
   }
