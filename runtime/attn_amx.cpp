@@ -67,10 +67,11 @@ Layout layout_for(int64_t m, int64_t W, int64_t R) {
   return L;
 }
 
-// hi = bf16(v) in the low half of each 32-bit lane's pair slot order, lo = bf16(v - hi).
+// 16 floats split into bf16 hi = v rounded and lo = (v - hi) rounded: 16 significant bits together.
 ZM_AMX inline void split16(__m512 v, __m256i& hi, __m256i& lo) {
   const __m256bh h = _mm512_cvtneps_pbh(v);
-  const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(reinterpret_cast<const __m256i&>(h)), 16));
+  const __m512i wide = _mm512_cvtepu16_epi32(reinterpret_cast<const __m256i&>(h));
+  const __m512 hv = _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   const __m256bh l = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hv));
   hi = reinterpret_cast<const __m256i&>(h);
   lo = reinterpret_cast<const __m256i&>(l);
@@ -115,7 +116,8 @@ ZM_AMX inline void transpose16(__m512 r[16]) {
   // u[4i + j], 128-bit lane L: column 4L + j of rows 4i .. 4i + 3.
   for (int j = 0; j < 4; ++j) {
     const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
-    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+    const __m512 w0 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+    const __m512 w1 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
     r[j] = _mm512_shuffle_f32x4(v0, w0, 0x88);
     r[8 + j] = _mm512_shuffle_f32x4(v0, w0, 0xDD);
     r[4 + j] = _mm512_shuffle_f32x4(v1, w1, 0x88);
@@ -214,8 +216,8 @@ class Attend {
   int64_t lo_offset_ = 0;  // f16: from a block's hi plane rows to its lo plane rows
 
   // Work of a chunk of nc rows in units of about one tile product's time (the tick() calls): a
-  // row split (f16) 2, a score step (two blocks, 32 columns) 4 or 6, a value step (a block of a
-  // column group and half) 2 or 3 per column tile, for every head group.
+  // row split (f16) 2, a score step (two blocks, 32 columns) 4 or 6, a value step (a block and a
+  // column tile) 2 or 3 per half of the heads, for every head group.
   int64_t parts() const { return c_.f16 ? 3 : 2; }
   int64_t chunk_units(int64_t nc) const {
     const int64_t nb = (nc + 15) / 16;
@@ -248,7 +250,8 @@ class Attend {
   // Query pair tiles of head group g: B[kp][2h + t] = q[h][32 kt + 2 kp + t], hi and lo parts.
   ZM_AMX void query_tiles(int64_t g) {
     const int64_t W = c_.W, heads = heads_in(g);
-    // Split rows first (hi then lo, W bf16 each per head), in the probability area.
+    // Split rows first (hi then lo, W bf16 each per head), in the planes (free until a chunk's
+    // rows go there).
     auto* split = reinterpret_cast<uint16_t*>(sc_ + L_.planes);
     for (int64_t h = 0; h < 16; ++h) {
       uint16_t* hi = split + h * 2 * W;
@@ -274,7 +277,8 @@ class Attend {
         __m512 r[16];
         for (int64_t h = 0; h < 16; ++h) r[h] = _mm512_loadu_ps(words + h * W + part * (W / 2) + 16 * kt);
         transpose16(r);
-        for (int64_t kp = 0; kp < 16; ++kp) _mm512_store_ps(reinterpret_cast<float*>(qb + (kt * 2 + part) * kTile + kp * 64), r[kp]);
+        auto* tile = reinterpret_cast<float*>(qb + (kt * 2 + part) * kTile);
+        for (int64_t kp = 0; kp < 16; ++kp) _mm512_store_ps(tile + kp * 16, r[kp]);
       }
   }
 

@@ -46,7 +46,8 @@ struct Result {
   std::vector<float> y, smax, inv;
 };
 
-Result run_amx(const Case& c, const std::vector<float>& q, const Rows& rows, float scale, const std::vector<int64_t>& side) {
+Result run_amx(const Case& c, const std::vector<float>& q, const Rows& rows, float scale,
+               const std::vector<int64_t>& side) {
   Result out;
   out.y.assign(static_cast<size_t>(c.m * c.R), -7.0f);
   out.smax.assign(static_cast<size_t>(c.m), 0.0f);
@@ -94,7 +95,8 @@ void check(const Case& c, float extreme) {
     for (int64_t j = 0; j < c.n; ++j) {
       double d = 0.0, mag = 0.0;
       for (int64_t k = 0; k < c.W; ++k) {
-        const double t = static_cast<double>(q[static_cast<size_t>(h * c.W + k)]) * rows.value[static_cast<size_t>(j * c.W + k)];
+        const double t =
+            static_cast<double>(q[static_cast<size_t>(h * c.W + k)]) * rows.value[static_cast<size_t>(j * c.W + k)];
         d += t;
         mag += std::fabs(t);
       }

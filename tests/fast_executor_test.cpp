@@ -534,7 +534,8 @@ TEST_F(FastVsReference, AttentionPrefetchChangesNoBits) {
         return l.starts_with("mla_attention: decode prefetches up to ");
       });
       // Automatic: none when the attention runs on the AMX tile unit (an F16 cache on such a host).
-      const bool automatic_none = bytes == ExecutorOptions::kAttnPrefetchAuto && isa::host_supports(isa::IsaLevel::kAmx);
+      const bool automatic_none =
+          bytes == ExecutorOptions::kAttnPrefetchAuto && isa::host_supports(isa::IsaLevel::kAmx);
       EXPECT_EQ(says, bytes != 0 && !automatic_none && isa::host_supports(isa::IsaLevel::kAvx512))
           << threads << " threads, " << bytes;
       const auto V = static_cast<size_t>(ex->n_vocab());
