@@ -302,7 +302,12 @@ Status Impl::build_steps() {
     dispatch_.push_back("mla_attention: " + std::string(mla_form_name(opts_.base.mla_form)) + ", decompressed form in " +
                         std::to_string(mla_linked_) + " of " + std::to_string(mla_total_) + " layers");
   for (const Step& s : steps_)
-    if (s.kind == StepKind::Mla && !s.mla->decode_lanes().empty()) {
+    if (s.kind == StepKind::Mla && s.mla->decode_amx()) {
+      dispatch_.push_back(std::string("mla_attention: decode on the AMX tile unit (") +
+                          kv_cache_type_name(opts_.base.kv_type) + " cache rows" +
+                          (opts_.base.kv_type == KvCacheType::F16 ? ", split into two bf16 parts)" : ")"));
+      break;
+    } else if (s.kind == StepKind::Mla && !s.mla->decode_lanes().empty()) {
       std::string lanes;
       for (int64_t l : s.mla->decode_lanes()) lanes += (lanes.empty() ? "" : ", ") + std::to_string(l);
       dispatch_.push_back("mla_attention: decode kernels for " + lanes + " lanes");

@@ -536,6 +536,10 @@ TEST_F(FastVsReference, AttentionPrefetchChangesNoBits) {
       // Automatic: none when the attention runs on the AMX tile unit (an F16 cache on such a host).
       const bool automatic_none =
           bytes == ExecutorOptions::kAttnPrefetchAuto && isa::host_supports(isa::IsaLevel::kAmx);
+      // The log names the kernel the decode attention runs.
+      const std::string amx_line =
+          "mla_attention: decode on the AMX tile unit (f16 cache rows, split into two bf16 parts)";
+      EXPECT_EQ(std::find(log.begin(), log.end(), amx_line) != log.end(), isa::host_supports(isa::IsaLevel::kAmx));
       EXPECT_EQ(says, bytes != 0 && !automatic_none && isa::host_supports(isa::IsaLevel::kAvx512))
           << threads << " threads, " << bytes;
       const auto V = static_cast<size_t>(ex->n_vocab());
