@@ -93,10 +93,11 @@ bool zen5_avx512(isa::Target target) {
 }
 
 // The AVX-512 row-per-lane GEMVs that prefetch every line 4 KiB ahead instead of one line per
-// KiB (see prefetch_stride): all of them on the generic tuning (CPUs other than Zen 4 / Zen 5).
+// KiB (see prefetch_stride): all of them on the generic tuning (CPUs other than Zen 4 / Zen 5),
+// and Q5_0 on Zen 5.
 bool every_line_prefetch(GgmlType weight, isa::Target target) {
   if (!strided_prefetch_kernel(weight, target.level)) return false;
-  return target.tuning == isa::Tuning::kGeneric;
+  return target.tuning == isa::Tuning::kGeneric || (weight == GgmlType::Q5_0 && target.tuning == isa::Tuning::kZen5);
 }
 
 }  // namespace
@@ -262,6 +263,12 @@ int prefetch_stride(GgmlType weight, isa::Target target) {
   // ahead against every line 4 KiB ahead, six rounds in turn, 1.04-1.45x (median 1.27) at 1
   // thread and four rounds 0.99-1.22x (median 1.19) at 2, Kimi expert gate and down shapes
   // and the bench expert's (bench kernels --formats q4_0 --regimes dram).
+  // Q5_0 on a Zen 5 host (its fifth bits take a shift, a mask and a vpternlogd per half chunk,
+  // so it does more work per line than Q4_0): every line 4 KiB ahead read 83-97 % of the probe
+  // against 63-78 % with one line per KiB 16 KiB ahead, in every pair of two rounds (bench kernels
+  // --formats q5_0 --shapes 2048x512,7168x2048,128x8192 --regimes dram -t 1,2; 128x8192 is
+  // the absorbed attention's attn_k_b, which Q4_K models hold in Q5_0); every line 3 KiB ahead
+  // was within the noise of 4 KiB, 2 KiB and 6-8 KiB ahead a few points lower.
   const bool sparse = is_plain_format(weight) || is_block32_format(weight);
   return sparse && strided_prefetch_kernel(weight, target.level) && !every_line_prefetch(weight, target) ? 1024 : 0;
 }
