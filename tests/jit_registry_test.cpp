@@ -109,8 +109,9 @@ TEST(JitDesc, CanonicalName) {
 }
 
 // The prefetch defaults each tuning measured best: one line per KiB 16 KiB ahead for the
-// row-per-lane GEMVs on Zen (but Q5_0 on Zen 5), every line 4 KiB ahead on other CPUs; Q4_K 3072 bytes ahead on
-// Zen 5, 4096 elsewhere; the multi-stream GEMVs 2 streams on Zen 5, 4 elsewhere.
+// row-per-lane GEMVs on Zen (but Q5_0 on Zen 5), every line 4 KiB ahead on other CPUs; Q4_K
+// 3072 bytes ahead on Zen 5, 4096 elsewhere; the multi-stream GEMVs 2 streams on Zen 5, 4
+// elsewhere.
 TEST(JitDesc, PrefetchDefaultsPerTuning) {
   auto desc = [](GgmlType w, Tuning t) { return default_gemv_desc(w, 7168, {IsaLevel::kAvx512Bf16, t}); };
   for (Tuning t : {Tuning::kZen4, Tuning::kZen5, Tuning::kGeneric}) {
@@ -121,7 +122,8 @@ TEST(JitDesc, PrefetchDefaultsPerTuning) {
     EXPECT_EQ(q8.prefetch, generic ? 4096 : 16384);
     EXPECT_EQ(q4.prefetch_stride, q8.prefetch_stride);
     EXPECT_EQ(q4.prefetch, q8.prefetch);
-    // Q5_0 prefetches every line 4 KiB ahead on Zen 5, as the other row-per-lane GEMVs on Zen 4.
+    // Q5_0 prefetches every line 4 KiB ahead on Zen 5, as every row-per-lane GEMV does on the
+    // generic tuning; on Zen 4 it keeps one line per KiB 16 KiB ahead.
     const KernelDesc q5 = desc(GgmlType::Q5_0, t);
     EXPECT_EQ(q5.prefetch_stride, t == Tuning::kZen4 ? 1024 : 0);
     EXPECT_EQ(q5.prefetch, t == Tuning::kZen4 ? 16384 : 4096);

@@ -162,8 +162,8 @@ class Flash {
   }
   // The row a masked load or store of head `head` addresses: the head itself while it is a query
   // row, else row 0 (its mask is all off). An address past the rows may lie on a page that is
-  // not mapped, and a masked access there, though it faults on no lane, runs 4-5x slower on Zen
-  // 5 (a worker thread's 8 heads of 16: 50 against 12 us per call where its arena ended).
+  // not mapped, and masked accesses there, though no lane faults, made a whole call 4-5x slower
+  // on Zen 5 (a pool worker's 8 heads of 16: 50 against 12 us where its heap arena ended).
   Value* head_row(Value* head) { return b.CreateSelect(b.CreateICmpSLT(head, a.n_rows), head, k.ci64(0)); }
 
   // The queries transposed, a block of 16 heads by 16 columns at a time (masked loads of the
