@@ -265,8 +265,8 @@ int prefetch_stride(GgmlType weight, isa::Target target) {
   // thread and four rounds 0.99-1.22x (median 1.19) at 2, Kimi expert gate and down shapes
   // and the bench expert's (bench kernels --formats q4_0 --regimes dram).
   // Q5_0 on a Zen 5 host (its fifth bits take a shift, a mask and a vpternlogd per half chunk,
-  // so it does more work per line than Q4_0): every line 4 KiB ahead read 83-97 % of the probe
-  // against 63-78 % with one line per KiB 16 KiB ahead, in every pair of two rounds (bench kernels
+  // so it does more work per line than Q4_0): every line 4 KiB ahead read 79-106 % of the probe
+  // against 63-80 % with one line per KiB 16 KiB ahead, in every pair of two rounds (bench kernels
   // --formats q5_0 --shapes 2048x512,7168x2048,128x8192 --regimes dram -t 1,2; 128x8192 is
   // the absorbed attention's attn_k_b, which Q4_K models hold in Q5_0); every line 3 KiB ahead
   // was within the noise of 4 KiB, 2 KiB ahead 1-8 points lower and 6-8 KiB ahead 5-12 lower.
