@@ -38,6 +38,10 @@ inline constexpr int32_t kGemmMaxCols = 24576;
 
 enum class OutType : uint8_t { kF32 = 0, kQ8K = 1 };
 
+// The instruction a GEMV kernel prefetches its weight stream with: prefetcht0, or prefetchnta
+// for weights streamed once per token (their lines are not kept in the caches past L1).
+enum class PrefetchHint : uint8_t { kT0 = 0, kNta = 1 };
+
 // Bumped whenever a generator changes the code it emits for the same descriptor, so cached
 // or dumped kernels of an older generator never alias a newer one.
 inline constexpr uint16_t kGeneratorVersion = 1;
@@ -61,7 +65,7 @@ struct KernelDesc {
   // Q5_K GEMVs and the AVX-512 F32, F16 and BF16 GEMVs). A core reads DRAM faster from several
   // sequential streams than from one.
   uint8_t streams = 1;
-  uint8_t reserved = 0;               // keeps the struct free of padding; must be 0
+  PrefetchHint prefetch_hint = PrefetchHint::kT0;  // kT0 when there is no software prefetch
 };
 static_assert(std::is_trivially_copyable_v<KernelDesc>);
 static_assert(std::has_unique_object_representations_v<KernelDesc>,
@@ -82,19 +86,21 @@ std::string canonical_name(const KernelDesc& d);
 // The canonical name plus the fields it leaves out (K, prefetch distance and stride, streams,
 // version): unique per descriptor, used for dump files and logs, e.g.
 // "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf512_v1" (a stride other than every line adds
-// "_ps1024" after the distance, more than one stream "_s4").
+// "_ps1024" after the distance, prefetchnta "_nta", more than one stream "_s4").
 std::string instance_name(const KernelDesc& d);
 // Short name of a format inside kernel names: "q4k", "q8k", "q80", "f16", "bf16", ...
 const char* format_short_name(GgmlType t);
 
 // Checks everything a generator relies on (supported format pair, K a multiple of the
-// block, row block legal for the format, reserved zero). Does not check the host ISA.
+// block, row block legal for the format, prefetch fields consistent). Does not check the host ISA.
 Status validate(const KernelDesc& d);
 
 // Software prefetch of a GEMV kernel for this weight format on `target`: the distance in
 // bytes ahead of the weight stream (0 = none) and the bytes per prefetched line (0 = every line).
 int prefetch_distance(GgmlType weight, isa::Target target);
 int prefetch_stride(GgmlType weight, isa::Target target);
+// The prefetch instruction of a GEMV kernel of this weight format on `target`.
+PrefetchHint prefetch_hint(GgmlType weight, isa::Target target);
 // Row groups a GEMV kernel of this format and op streams side by side on `target`.
 int gemv_streams(GgmlType weight, KernelOp op, isa::Target target);
 

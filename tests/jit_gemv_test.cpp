@@ -63,6 +63,10 @@ TEST_P(Q4KGemv, TuningsAndPrefetch) {
     GemvTester().format(GgmlType::Q4_K).isa(GetParam()).tuning(t).cols(7168).rows(10).Test();
   for (int pf : {0, 64, 4096})
     GemvTester().format(GgmlType::Q4_K).isa(GetParam()).prefetch(pf).cols(2048).rows(10).Test();
+  // prefetchnta instead of prefetcht0, over the start prefetches and a partial stream walk.
+  for (int ns : {1, 2, 4})
+    GemvTester().format(GgmlType::Q4_K).isa(GetParam()).prefetch(4096).prefetch_hint(PrefetchHint::kNta)
+        .streams(GetParam() >= IsaLevel::kAvx2 ? ns : 1).cols(2048).rows(8 * 9 + 3).accumulate(ns == 2).Test();
 }
 
 // Row groups streamed side by side: a thread's groups split into equal runs, the rest (fewer
@@ -126,6 +130,13 @@ TEST_P(Rows16Gemv, DataKinds) {
     for (int64_t k : {256, 2048}) GemvTester().format(f).isa(level).cols(k).rows(19).data(data).Test();
   for (uint32_t s = 2; s < 5; ++s) GemvTester().format(f).isa(level).cols(512).rows(33).seed(s).Test();
   GemvTester().format(f).isa(level).cols(512).rows(33).prefetch(0).Test();
+  // prefetchnta instead of prefetcht0, every line and (where the kernel has it) one per KiB.
+  const KernelDesc d = GemvTester().format(f).isa(level).cols(7168).desc();
+  for (int stride : {64, 1024}) {
+    if (stride > 64 && d.prefetch_stride <= 64) continue;
+    GemvTester().format(f).isa(level).cols(7168).rows(16 * 3 + 5).prefetch(d.prefetch > 0 ? d.prefetch : 4096)
+        .prefetch_stride(stride).prefetch_hint(PrefetchHint::kNta).Test();
+  }
 }
 
 // Where the kernel honours a prefetch stride, every legal stride and distance gives the same

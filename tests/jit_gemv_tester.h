@@ -45,6 +45,7 @@ class GemvTester {
   GemvTester& prefetch(int v) { prefetch_ = v; return *this; }  // 0 also clears the stride
   GemvTester& prefetch_stride(int v) { prefetch_stride_ = v; return *this; }
   GemvTester& streams(int v) { streams_ = v; return *this; }
+  GemvTester& prefetch_hint(PrefetchHint v) { hint_ = static_cast<int>(v); return *this; }
   GemvTester& seed(uint32_t v) { seed_ = v; return *this; }
 
   KernelDesc desc() const {
@@ -53,8 +54,10 @@ class GemvTester {
     if (row_block_ != 0) d.row_block = static_cast<uint16_t>(row_block_);
     if (prefetch_ >= 0) d.prefetch = prefetch_;
     if (prefetch_ == 0) d.prefetch_stride = 0;
+    if (prefetch_ == 0) d.prefetch_hint = PrefetchHint::kT0;
     if (prefetch_stride_ >= 0) d.prefetch_stride = static_cast<uint16_t>(prefetch_stride_);
     if (streams_ >= 0) d.streams = static_cast<uint8_t>(streams_);
+    if (hint_ >= 0) d.prefetch_hint = static_cast<PrefetchHint>(hint_);
     return d;
   }
 
@@ -76,6 +79,7 @@ class GemvTester {
   int prefetch_ = -1;
   int prefetch_stride_ = -1;
   int streams_ = -1;
+  int hint_ = -1;
   uint32_t seed_ = 1;
 };
 

@@ -85,15 +85,17 @@ TEST_P(GateUp, EqualsGemvThenSwigluThenQuantise) {
       std::vector<uint8_t> want(static_cast<size_t>(row_bytes(GgmlType::Q8_K, ffn)));
       ref::quantize_row(GgmlType::Q8_K, h.data(), want.data(), ffn);
 
-      // Every stream count the ISA has gives the same bits (each stream sums its groups in
-      // the same order).
+      // Every stream count the ISA has, and either prefetch instruction, gives the same bits
+      // (each stream sums its groups in the same order).
       const std::vector<int> streams = level >= IsaLevel::kAvx512 ? std::vector<int>{1, 2, 4} : std::vector<int>{1};
       for (int ns : streams)
+      for (PrefetchHint hint : {PrefetchHint::kT0, PrefetchHint::kNta})
       for (int64_t r0 : {int64_t{0}, int64_t{256}}) {
         if (r0 >= ffn) continue;
-        SCOPED_TRACE("streams " + std::to_string(ns));
+        SCOPED_TRACE("streams " + std::to_string(ns) + " hint " + std::to_string(static_cast<int>(hint)));
         KernelDesc fd = default_gemv_desc(GgmlType::Q4_K, static_cast<int32_t>(k), t, KernelOp::kGateUpSwiglu);
         fd.streams = static_cast<uint8_t>(ns);
+        if (fd.prefetch > 0) fd.prefetch_hint = hint;
         auto fused = global_registry().get(fd);
         ASSERT_TRUE(fused.has_value()) << fused.error();
         EXPECT_EQ(canonical_name((*fused)->desc()),

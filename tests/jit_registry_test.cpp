@@ -99,7 +99,7 @@ KernelDesc base_desc() {
 
 TEST(JitDesc, CanonicalName) {
   EXPECT_EQ(canonical_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5");
-  EXPECT_EQ(instance_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf3072_s2_v1");
+  EXPECT_EQ(instance_name(base_desc()), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf3072_nta_s2_v1");
   KernelDesc d = base_desc();
   d.op = KernelOp::kGemvAccumulate;
   d.row_block = 4;
@@ -140,6 +140,20 @@ TEST(JitDesc, PrefetchDefaultsPerTuning) {
   const KernelDesc avx2 = default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx2, Tuning::kZen5});
   EXPECT_EQ(avx2.prefetch, 4096);
   EXPECT_EQ(avx2.streams, 4);
+  // prefetchnta for every prefetching GEMV on Zen 5 from AVX-512 up, prefetcht0 elsewhere;
+  // never for a kernel without software prefetch (the GEMMs, the plain formats on Zen 4).
+  for (Tuning t : {Tuning::kZen4, Tuning::kZen5, Tuning::kGeneric})
+    for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Bf16})
+      for (GgmlType w : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
+                         GgmlType::Q5_0, GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+        SCOPED_TRACE(std::string(isa::tuning_name(t)) + " " + isa::level_name(level) + " " + type_name(w));
+        const KernelDesc g = default_gemv_desc(w, 7168, {level, t});
+        const bool nta = t == Tuning::kZen5 && level >= IsaLevel::kAvx512 && g.prefetch > 0;
+        EXPECT_EQ(g.prefetch_hint, nta ? PrefetchHint::kNta : PrefetchHint::kT0);
+        EXPECT_TRUE(validate(g).is_ok()) << validate(g).message();
+        EXPECT_EQ(default_gemm_desc(w, 7168, {level, t}).prefetch_hint, PrefetchHint::kT0);
+      }
+  EXPECT_EQ(default_gemv_desc(GgmlType::F16, 7168, {IsaLevel::kAvx512Bf16, Tuning::kZen4}).prefetch, 16384);
 }
 
 // Changing any single field must change the key (hash and equality).
@@ -163,7 +177,7 @@ TEST(JitDesc, EveryFieldChangesTheKey) {
   vary([](KernelDesc& d) { d.version = kGeneratorVersion + 1; });
   vary([](KernelDesc& d) { d.prefetch_stride = 1024; });
   vary([](KernelDesc& d) { d.streams = 4; });
-  vary([](KernelDesc& d) { d.reserved = 1; });
+  vary([](KernelDesc& d) { d.prefetch_hint = PrefetchHint::kT0; });
   // Every byte of the struct belongs to a field above (no padding is asserted in the header);
   // check the list covers them all by flipping each byte too.
   for (size_t i = 0; i < sizeof(KernelDesc); ++i) {
@@ -180,8 +194,8 @@ TEST(JitDesc, EveryFieldChangesTheKey) {
     EXPECT_NE(d, b);
     EXPECT_NE(desc_hash(d), desc_hash(b));
   }
-  for (size_t i = 0; i < 12; ++i) names.insert(instance_name(variants[i]));
-  EXPECT_EQ(names.size(), 13u) << "instance names must be unique per descriptor field";
+  for (size_t i = 0; i < 13; ++i) names.insert(instance_name(variants[i]));
+  EXPECT_EQ(names.size(), 14u) << "instance names must be unique per descriptor field";
 }
 
 TEST(JitDesc, Validation) {
@@ -220,6 +234,16 @@ TEST(JitDesc, Validation) {
   d.prefetch_stride = 1024;
   d.prefetch = 0;
   EXPECT_NE(validate(d).message().find("without a prefetch distance"), std::string::npos);
+  // Prefetch hint: prefetcht0 or prefetchnta, the latter only with a distance.
+  d = base_desc();
+  d.prefetch_hint = PrefetchHint::kNta;
+  EXPECT_TRUE(validate(d).is_ok());
+  EXPECT_EQ(instance_name(d), "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf3072_nta_s2_v1");
+  d.prefetch = 0;
+  EXPECT_NE(validate(d).message().find("prefetchnta without a prefetch distance"), std::string::npos);
+  d = base_desc();
+  d.prefetch_hint = static_cast<PrefetchHint>(2);
+  EXPECT_NE(validate(d).message().find("prefetch hint 2"), std::string::npos) << validate(d).message();
   // Without AVX-512 the plain formats keep no software prefetch and Q8_0 every line.
   d = default_gemv_desc(GgmlType::BF16, 7168, {IsaLevel::kAvx2, Tuning::kZen4});
   EXPECT_EQ(d.prefetch, 0);

@@ -584,8 +584,8 @@ TEST(PlanFile, WriterRejectsInvalidHeadersAndLeavesNothing) {
     EXPECT_EQ(dir.entries(), 0u);
   };
   PlanHeader h = sample_header();
-  h.kernels[1].reserved = 1;
-  expect_refused(h, "reserved");
+  h.kernels[1].prefetch_hint = static_cast<PrefetchHint>(3);
+  expect_refused(h, "prefetch hint 3");
   h = sample_header();
   h.tensors[0].rows = 0;
   expect_refused(h, "row count");

@@ -99,7 +99,7 @@ void GemvPlainAvx2::group_body() {
         for (int u = 0; u < kUnroll; ++u) step(u, u);
       }
       if (d_.prefetch != 0)
-        for (int i = 0; i < kUnroll * row_bytes / 64; ++i) prefetcht0(ptr[rP + d_.prefetch + 64 * i]);
+        for (int i = 0; i < kUnroll * row_bytes / 64; ++i) prefetch_weights(ptr[rP + d_.prefetch + 64 * i]);
       add(rP, kUnroll * row_bytes);
       add(act(), kUnroll * 4);
     });

@@ -61,7 +61,7 @@ const PrepIndex kPrepIndex;
 class GemvQ4KAvx512 : public JitKernelBase {
  public:
   explicit GemvQ4KAvx512(const KernelDesc& d)
-      : JitKernelBase(64 * 1024), d_(d), R_(d.row_block), P_(d.row_block / 2), S_(d.cols / 256),
+      : JitKernelBase(64 * 1024, d.prefetch_hint == PrefetchHint::kNta), d_(d), R_(d.row_block), P_(d.row_block / 2), S_(d.cols / 256),
         vnni_(d.isa >= isa::IsaLevel::kAvx512Vnni), acc_(d.op == KernelOp::kGemvAccumulate),
         fused_(d.op == KernelOp::kGateUpSwiglu), ns_(d.streams) {}
   void generate();
@@ -260,7 +260,7 @@ void GemvQ4KAvx512::start_streams(int ns) {
   group_pointers(ns);
   const int64_t bytes = std::min<int64_t>(d_.prefetch, 8192);
   for (int s = 0; s < ns; ++s)
-    for (int64_t off = 0; off < bytes; off += 64) prefetcht0(rec(s, off));
+    for (int64_t off = 0; off < bytes; off += 64) prefetch_weights(rec(s, off));
 }
 
 // ns row groups side by side: pointers, zeroed accumulators, the super-block loop.

@@ -38,7 +38,7 @@ constexpr int kRows = 16, kUnroll = 4;
 class GemvRows16 : public JitKernelBase {
  public:
   explicit GemvRows16(const KernelDesc& d)
-      : JitKernelBase(64 * 1024), d_(d), fmt_(d.weight), acc_(d.op == KernelOp::kGemvAccumulate), ns_(d.streams) {}
+      : JitKernelBase(64 * 1024, d.prefetch_hint == PrefetchHint::kNta), d_(d), fmt_(d.weight), acc_(d.op == KernelOp::kGemvAccumulate), ns_(d.streams) {}
   void generate();
 
  private:
@@ -255,7 +255,7 @@ void GemvRows16::quant_loop(int ns) {
     mov(rCnt, iters);
     L(blk);
     if (s > 64)
-      for (int t = 0; t < ns; ++t) prefetcht0(rec(t, d_.prefetch));
+      for (int t = 0; t < ns; ++t) prefetch_weights(rec(t, d_.prefetch));
     for (int b = 0; b < per; ++b) quant_step(ns, b % 2);
     dec(rCnt);
     jnz(blk, T_NEAR);
@@ -321,7 +321,7 @@ void GemvRows16::plain_loop(int ns) {
       for (int t = 0; t < ns; ++t) plain_step(t, u);
     if (s != 0)
       for (int t = 0; t < ns; ++t)
-        for (int i = 0; i < body / s; ++i) prefetcht0(rec(t, int64_t{d_.prefetch} + int64_t{s} * i));
+        for (int i = 0; i < body / s; ++i) prefetch_weights(rec(t, int64_t{d_.prefetch} + int64_t{s} * i));
     add(rPc, body);
     if (ns > 2) add(rPc2, body);
     add(rAct, steps * act_step);

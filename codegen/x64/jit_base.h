@@ -16,7 +16,9 @@ namespace zenmoe::x64 {
 // readable + executable afterwards (never both writable and executable).
 class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
  public:
-  explicit JitKernelBase(size_t max_bytes) : Xbyak::CodeGenerator(max_bytes, Xbyak::DontSetProtectRWE) {}
+  // `nta`: the weight stream's software prefetches are prefetchnta (prefetch_weights).
+  explicit JitKernelBase(size_t max_bytes, bool nta = false)
+      : Xbyak::CodeGenerator(max_bytes, Xbyak::DontSetProtectRWE), nta_(nta) {}
   // Flips the buffer to read + execute. Call once, after the last instruction.
   Status seal();
   void run(const GemvCall& c) const override { fn_(&c); }
@@ -130,7 +132,12 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
   template <typename At>
   void prefetch_share(const At& at, int distance, int lines, int t, int steps) {
     if (distance == 0) return;
-    for (int i = t * lines / steps; i < (t + 1) * lines / steps; ++i) prefetcht0(at(distance + 64 * int64_t{i}));
+    for (int i = t * lines / steps; i < (t + 1) * lines / steps; ++i) prefetch_weights(at(distance + 64 * int64_t{i}));
+  }
+  // One software prefetch of the weight stream: prefetchnta or prefetcht0 (descriptor's hint).
+  void prefetch_weights(const Xbyak::Address& a) {
+    if (nta_) prefetchnta(a);
+    else prefetcht0(a);
   }
   // The thread's row groups [group, group_end) streamed `streams` at a time (1, 2 or 4): the
   // groups split into that many equal runs walked side by side; with 4, the rest (fewer than
@@ -166,6 +173,7 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
 
  private:
   GemvFn fn_ = nullptr;
+  bool nta_ = false;
 };
 
 }  // namespace zenmoe::x64
