@@ -166,8 +166,10 @@ void GateUpOp::run_blocks(int64_t b0, int64_t b1, const Tensor& x, Tensor& y) co
     const int64_t e = routed_ ? active_[static_cast<size_t>(a)] : 0;
     const Range rows = rows_of(a, x);
     const int64_t s0 = rows.begin, s1 = rows.end;
-    for (int64_t t0 = (u - a * per) * kBlock; t0 < r1; t0 += tile_rows_) {
-      const int64_t t1 = std::min(r1, t0 + tile_rows_);
+    // Tiles keep rows in L2 for the next token; a single token takes the run in one call.
+    const int64_t tile = s1 - s0 > 1 ? tile_rows_ : r1;
+    for (int64_t t0 = (u - a * per) * kBlock; t0 < r1; t0 += tile) {
+      const int64_t t1 = std::min(r1, t0 + tile);
       if (gemm_ && (!routed_ || batched_) && s1 - s0 >= kGemmMinTokens) {
         GemmCall c;
         c.x = x.cdata;

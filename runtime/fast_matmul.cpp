@@ -210,9 +210,10 @@ void MatOp::run_dense(int tid, int nth, const Tensor& x, Tensor& y) const {
     return;
   }
   const Range rr = split_range(N_, nth, tid, row_block_);
+  const int64_t tile = tile_for(per_mat, rr);
   for (int64_t m = 0; m < n_mats_; ++m)
-    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
-      const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
+    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile) {
+      const int64_t t1 = std::min(rr.end, t0 + tile);
       if (gemm_ && per_mat >= kGemmMinTokens) {
         GemmCall c;
         c.x = x.cdata + m * xrb;
@@ -239,8 +240,9 @@ void MatOp::run_experts(int tid, int nth, const Tensor& x, Tensor& y) const {
 
 void MatOp::expert_gemv(int64_t e, int64_t s0, int64_t s1, Range rr, const Tensor& x, Tensor& y) const {
   const int64_t xrb = x.row_size();
-  for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) {
-    const int64_t t1 = std::min(rr.end, t0 + tile_rows_);
+  const int64_t tile = tile_for(s1 - s0, rr);
+  for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile) {
+    const int64_t t1 = std::min(rr.end, t0 + tile);
     for (int64_t i = s0; i < s1; ++i) {
       const int64_t slot = slots_.slot_order[static_cast<size_t>(i)];
       const int64_t xr = slots_.x_rows[static_cast<size_t>(i)];
