@@ -39,7 +39,8 @@ inline constexpr int32_t kGemmMaxCols = 24576;
 enum class OutType : uint8_t { kF32 = 0, kQ8K = 1 };
 
 // The instruction a GEMV kernel prefetches its weight stream with: prefetcht0, or prefetchnta
-// for weights streamed once per token (their lines are not kept in the caches past L1).
+// (non-temporal: the lines are not expected to be read again soon) for weights streamed once
+// per token.
 enum class PrefetchHint : uint8_t { kT0 = 0, kNta = 1 };
 
 // Bumped whenever a generator changes the code it emits for the same descriptor, so cached

@@ -71,7 +71,9 @@ class MatOp {
   // Rows per call for `tokens` tokens over a thread's rows rr: tiles of tile_rows_ keep rows in
   // L2 while the tokens pass; a single token reads its rows once, in one call (shorter calls
   // streamed slower from DRAM).
-  int64_t tile_for(int64_t tokens, Range rr) const { return tokens > 1 ? tile_rows_ : std::max<int64_t>(1, rr.end - rr.begin); }
+  int64_t tile_for(int64_t tokens, Range rr) const {
+    return tokens > 1 ? tile_rows_ : std::max<int64_t>(1, rr.end - rr.begin);
+  }
   void run_dense(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void run_experts(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   // Slots [s0, s1) of expert e over rows rr, one GEMV call per slot and tile.

@@ -22,7 +22,7 @@ void emit_q80_sums(Xbyak::CodeGenerator& g, const Xbyak::Reg64& x, const Xbyak::
 class Avx2Rows16Kernel : public JitKernelBase {
  public:
   explicit Avx2Rows16Kernel(const KernelDesc& d)
-      : JitKernelBase(64 * 1024, d.prefetch_hint == PrefetchHint::kNta), d_(d), acc_(d.op == KernelOp::kGemvAccumulate) {}
+      : JitKernelBase(64 * 1024, d.prefetch_hint), d_(d), acc_(d.op == KernelOp::kGemvAccumulate) {}
 
  protected:
   static constexpr int kRows = 16;

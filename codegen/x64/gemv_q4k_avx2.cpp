@@ -22,7 +22,7 @@ constexpr int kQ8KBytes = 292, kQ8KBsums = 260, kScratchPerSb = 512;
 class GemvQ4KAvx2 : public JitKernelBase {
  public:
   explicit GemvQ4KAvx2(const KernelDesc& d)
-      : JitKernelBase(64 * 1024, d.prefetch_hint == PrefetchHint::kNta), d_(d), R_(d.row_block), P_(d.row_block / 2), S_(d.cols / 256),
+      : JitKernelBase(64 * 1024, d.prefetch_hint), d_(d), R_(d.row_block), P_(d.row_block / 2), S_(d.cols / 256),
         acc_(d.op == KernelOp::kGemvAccumulate), ns_(d.streams) {}
   void generate();
 

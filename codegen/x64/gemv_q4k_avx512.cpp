@@ -61,7 +61,7 @@ const PrepIndex kPrepIndex;
 class GemvQ4KAvx512 : public JitKernelBase {
  public:
   explicit GemvQ4KAvx512(const KernelDesc& d)
-      : JitKernelBase(64 * 1024, d.prefetch_hint == PrefetchHint::kNta), d_(d), R_(d.row_block), P_(d.row_block / 2), S_(d.cols / 256),
+      : JitKernelBase(64 * 1024, d.prefetch_hint), d_(d), R_(d.row_block), P_(d.row_block / 2), S_(d.cols / 256),
         vnni_(d.isa >= isa::IsaLevel::kAvx512Vnni), acc_(d.op == KernelOp::kGemvAccumulate),
         fused_(d.op == KernelOp::kGateUpSwiglu), ns_(d.streams) {}
   void generate();

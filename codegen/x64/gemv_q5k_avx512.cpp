@@ -26,7 +26,8 @@ constexpr int kSc = 2560, kMin = 2688, kD = 2816, kDmin = 2848;
 class GemvQ5KAvx512 : public JitKernelBase {
  public:
   explicit GemvQ5KAvx512(const KernelDesc& d)
-      : JitKernelBase(64 * 1024, d.prefetch_hint == PrefetchHint::kNta), d_(d), S_(d.cols / 256), acc_(d.op == KernelOp::kGemvAccumulate), ns_(d.streams) {}
+      : JitKernelBase(64 * 1024, d.prefetch_hint), d_(d),
+        S_(d.cols / 256), acc_(d.op == KernelOp::kGemvAccumulate), ns_(d.streams) {}
   void generate();
 
  private:

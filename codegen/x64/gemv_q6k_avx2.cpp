@@ -37,7 +37,7 @@ const Masks kMasks;
 class GemvQ6KAvx2 : public JitKernelBase {
  public:
   explicit GemvQ6KAvx2(const KernelDesc& d)
-      : JitKernelBase(64 * 1024, d.prefetch_hint == PrefetchHint::kNta), d_(d), S_(d.cols / 256), acc_(d.op == KernelOp::kGemvAccumulate) {}
+      : JitKernelBase(64 * 1024, d.prefetch_hint), d_(d), S_(d.cols / 256), acc_(d.op == KernelOp::kGemvAccumulate) {}
   void generate();
 
  private:

@@ -23,7 +23,7 @@ constexpr int kRows = 16, kQ8KBytes = 292, kQ8KBsums = 260;
 class GemvQ6KAvx512 : public JitKernelBase {
  public:
   explicit GemvQ6KAvx512(const KernelDesc& d)
-      : JitKernelBase(64 * 1024, d.prefetch_hint == PrefetchHint::kNta), d_(d), S_(d.cols / 256), acc_(d.op == KernelOp::kGemvAccumulate) {}
+      : JitKernelBase(64 * 1024, d.prefetch_hint), d_(d), S_(d.cols / 256), acc_(d.op == KernelOp::kGemvAccumulate) {}
   void generate();
 
  private:

@@ -38,7 +38,8 @@ constexpr int kRows = 16, kUnroll = 4;
 class GemvRows16 : public JitKernelBase {
  public:
   explicit GemvRows16(const KernelDesc& d)
-      : JitKernelBase(64 * 1024, d.prefetch_hint == PrefetchHint::kNta), d_(d), fmt_(d.weight), acc_(d.op == KernelOp::kGemvAccumulate), ns_(d.streams) {}
+      : JitKernelBase(64 * 1024, d.prefetch_hint), d_(d),
+        fmt_(d.weight), acc_(d.op == KernelOp::kGemvAccumulate), ns_(d.streams) {}
   void generate();
 
  private:

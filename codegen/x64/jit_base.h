@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "codegen/kernel.h"
+#include "codegen/kernel_desc.h"
 #include "kernels/status.h"
 
 namespace zenmoe::x64 {
@@ -16,9 +17,9 @@ namespace zenmoe::x64 {
 // readable + executable afterwards (never both writable and executable).
 class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
  public:
-  // `nta`: the weight stream's software prefetches are prefetchnta (prefetch_weights).
-  explicit JitKernelBase(size_t max_bytes, bool nta = false)
-      : Xbyak::CodeGenerator(max_bytes, Xbyak::DontSetProtectRWE), nta_(nta) {}
+  // `hint`: the instruction of the weight stream's software prefetches (prefetch_weights).
+  explicit JitKernelBase(size_t max_bytes, PrefetchHint hint = PrefetchHint::kT0)
+      : Xbyak::CodeGenerator(max_bytes, Xbyak::DontSetProtectRWE), nta_(hint == PrefetchHint::kNta) {}
   // Flips the buffer to read + execute. Call once, after the last instruction.
   Status seal();
   void run(const GemvCall& c) const override { fn_(&c); }
