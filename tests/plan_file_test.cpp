@@ -571,6 +571,14 @@ TEST(PlanFile, InvalidKernelDescriptorIsRefused) {
   std::memcpy(kernels.data(), &d, sizeof d);
   spit(path, raw_plan(doc.dump(), kernels));
   expect_one_line_error(read_plan(path), "side by side");
+  // A prefetch hint no kernel emits.
+  d.streams = 1;
+  d.weight = GgmlType::Q4_K;
+  d.row_block = 8;
+  d.prefetch_hint = static_cast<PrefetchHint>(2);
+  std::memcpy(kernels.data(), &d, sizeof d);
+  spit(path, raw_plan(doc.dump(), kernels));
+  expect_one_line_error(read_plan(path), "prefetch hint 2");
   spit(path, raw_plan("{", ""));
   expect_one_line_error(read_plan(path), "not valid JSON");
 }
