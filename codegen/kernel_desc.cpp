@@ -207,20 +207,19 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
   d.prefetch = prefetch_distance(weight, target);
   d.prefetch_stride = static_cast<uint16_t>(prefetch_stride(weight, target));
   d.streams = static_cast<uint8_t>(gemv_streams(weight, op, target));
-  if (d.prefetch > 0) d.prefetch_hint = prefetch_hint(weight, target);
+  if (d.prefetch > 0) d.prefetch_hint = prefetch_hint(target);
   return d;
 }
 
-PrefetchHint prefetch_hint(GgmlType weight, isa::Target target) {
+PrefetchHint prefetch_hint(isa::Target target) {
   // Zen 5 (EPYC, family 1Ah) at AVX-512 levels: prefetchnta against prefetcht0, the same
   // distances and strides. bench model (bench preset plan, 1-token prompt, 64 decoded, two
   // binaries alternated, three rounds): 120.4-122.6 tok/s against 105.6-108.9 at 1 thread
   // (79-80 % of the read-bandwidth probe against 70-71 %) and 207.6-220.5 against 177.5-184.3
   // at 2 threads (75-83 % against 63-68 %). The weights are streamed once per token. bench
   // kernels in the L2 and L3 regimes (the same weights read again and again) moved with the
-  // host's load, 71-95 GB/s for Q4_K either way, not with the hint. Other targets were not
+  // host's load, 71-96 GB/s for Q4_K either way, not with the hint. Other targets were not
   // measured and keep prefetcht0.
-  (void)weight;
   return zen5_avx512(target) ? PrefetchHint::kNta : PrefetchHint::kT0;
 }
 

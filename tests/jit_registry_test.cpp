@@ -141,7 +141,7 @@ TEST(JitDesc, PrefetchDefaultsPerTuning) {
   EXPECT_EQ(avx2.prefetch, 4096);
   EXPECT_EQ(avx2.streams, 4);
   // prefetchnta for every prefetching GEMV on Zen 5 from AVX-512 up, prefetcht0 elsewhere;
-  // never for a kernel without software prefetch (the GEMMs, the plain formats on Zen 4).
+  // never for a kernel without software prefetch (the GEMMs, the plain formats below AVX-512).
   for (Tuning t : {Tuning::kZen4, Tuning::kZen5, Tuning::kGeneric})
     for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Bf16})
       for (GgmlType w : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
@@ -153,7 +153,9 @@ TEST(JitDesc, PrefetchDefaultsPerTuning) {
         EXPECT_TRUE(validate(g).is_ok()) << validate(g).message();
         EXPECT_EQ(default_gemm_desc(w, 7168, {level, t}).prefetch_hint, PrefetchHint::kT0);
       }
-  EXPECT_EQ(default_gemv_desc(GgmlType::F16, 7168, {IsaLevel::kAvx512Bf16, Tuning::kZen4}).prefetch, 16384);
+  const KernelDesc plain_avx2 = default_gemv_desc(GgmlType::F16, 7168, {IsaLevel::kAvx2, Tuning::kZen5});
+  EXPECT_EQ(plain_avx2.prefetch, 0);
+  EXPECT_EQ(plain_avx2.prefetch_hint, PrefetchHint::kT0);
 }
 
 // Changing any single field must change the key (hash and equality).
