@@ -216,6 +216,15 @@ class CaseRunner {
         runner = std::move(*r);
         built = plan;
       }
+      // A cache regime whose cache cannot hold even the kernel's smallest call (the fused
+      // kernel's 512-row block: 2 MB at K = 7168) would be measured from the next level down
+      // and compared with a plain GEMV that does fit.
+      const int64_t held = regime == Regime::kL2 ? caches_.l2 * t : regime == Regime::kL3 ? caches_.l3 : 0;
+      if (held > 0 && runner->rows() * bpr > held) {
+        note(req, shape, std::string("skipped in the ") + regime_name(regime) + " regime at " + std::to_string(t) +
+                             " thread(s): " + std::to_string(runner->rows()) + " rows do not fit in it");
+        continue;
+      }
       // Rows split across threads in whole row blocks: with fewer blocks than threads some
       // would idle and the figure would not be a t-thread one (the fused kernel's blocks are
       // 512 rows; in a model each thread runs whole experts instead).
