@@ -483,8 +483,9 @@ void Impl::link_gate_up_pairs() {
 // memory (bench preset, 1 thread, decode: rms_norm_quantize 2.3-3.1 us per call where the same
 // call repeated takes 0.4-0.5 us). The product before them now asks for them as it starts; its
 // own weights stream past the L2 (prefetchnta), so they are still there when the light steps
-// run. Weights larger than kWarmMaxBytes (a token embedding table, of which a step reads rows)
-// are left alone.
+// run (bench model --profile, 1 and 2 threads, 64 decoded, two rounds: rms_norm_quantize
+// 6.0-7.4 -> 3.7-4.3 ms per run, rms_norm 0.44-0.54 -> 0.33-0.48). Weights larger than
+// kWarmMaxBytes (a token embedding table, of which a step reads rows) are left alone.
 void Impl::link_light_warmups() {
   constexpr int64_t kWarmMaxBytes = 64 * 1024;
   const ir::Graph& g = cm_->graph;

@@ -27,10 +27,12 @@
 // The fused gate+up kernel walks its blocks in runs, one per stream (generate_gate_up), and
 // prefetches the start of each stream the same way when a run or a split block begins. Before,
 // each block of 256 outputs was split between the streams, so every stream restarted cold at
-// every block; bench kernels --formats q4_K --kernels fused --regimes dram, three rounds of the
-// two binaries in turn, medians: 1 thread 2048x1024 (the bench expert) 91.0 -> 97.3 % of the
-// read probe, 2048x4608 91.9 -> 96.8 %, 7168x2048 93.7 -> 96.4-98.9 %; 2 threads (one block
-// each at 2048x1024) 84.6 -> 90.2 %.
+// every block. bench kernels --formats q4_K --kernels fused --regimes dram, three rounds of two
+// binaries in turn, medians of the fraction of the read probe: runs against split blocks, 1
+// thread, 2048x1024 (the bench expert) 91.0 -> 95.2 %, 2048x4608 91.9 -> 94.5 %, 7168x2048
+// 93.7 -> 98.9 % (2 threads within the noise); then the start prefetch against none, 1 thread,
+// 86.2 -> 97.3 %, 88.5 -> 96.8 % and 97.9 -> 96.4 %, and 2 threads at 2048x1024 (one split
+// block each) 84.6 -> 90.2 %.
 #include <algorithm>
 #include <memory>
 
