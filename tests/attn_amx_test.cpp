@@ -143,7 +143,7 @@ TEST_P(AmxAttend, MatchesDoublePrecisionSoftmaxOverAwkwardShapes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CacheTypes, AmxAttend, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "f16" : "bf16"; });
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "f16" : "bf16"; });
 
 TEST(AmxAttendFits, OnlyWidthsOfWholeTiles) {
   EXPECT_TRUE(amx_attend_fits(576, 512));
