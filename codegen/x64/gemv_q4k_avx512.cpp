@@ -203,6 +203,19 @@ void GemvQ4KAvx512::generate_gate_up() {
   mov(rax, qword[rArgs + kArgR1]);
   shr(rax, 8);
   mov(qword[rsp + blk + 16], rax);
+  // rGroup = the first row group of the block at rsp + blk + 8.
+  auto block_start = [&] {
+    mov(rGroup, qword[rsp + blk + 8]);
+    imul(rGroup, rGroup, gpb);
+  };
+  // On to the next block; back to `loop` while it is below the bound at rsp + blk + `end`.
+  auto next_block = [&](int end, Label& loop) {
+    mov(rax, qword[rsp + blk + 8]);
+    inc(rax);
+    mov(qword[rsp + blk + 8], rax);
+    cmp(rax, qword[rsp + blk + end]);
+    jb(loop, T_NEAR);
+  };
   // The epilogue of the block at rsp + blk + 8 plus `ahead` (a register or none) from stream
   // s's 512 floats.
   auto epilogue = [&](int s, const Reg64* ahead) {
@@ -248,25 +261,19 @@ void GemvQ4KAvx512::generate_gate_up() {
     imul(rD, qword[rsp + blk + 24]);
     if (d_.prefetch > 0) {
       mov(rW, qword[rArgs + kArgW]);
-      mov(rGroup, qword[rsp + blk + 8]);
-      imul(rGroup, rGroup, gpb);
+      block_start();
       start_streams(ns);
     }
     L(loop);
     constants();
-    mov(rGroup, qword[rsp + blk + 8]);
-    imul(rGroup, rGroup, gpb);
+    block_start();
     groups(ns, gpb, 2048);
     mov(rGroup, qword[rsp + blk + 24]);  // L, in a register the epilogue keeps
     for (int s = 0; s < ns; ++s) {
       if (s > 0) imul(rCnt, rGroup, s);
       epilogue(s, s > 0 ? &rCnt : nullptr);
     }
-    mov(rax, qword[rsp + blk + 8]);
-    inc(rax);
-    mov(qword[rsp + blk + 8], rax);
-    cmp(rax, qword[rsp + blk + 32]);
-    jb(loop, T_NEAR);
+    next_block(32, loop);
     // Past the runs: the blocks of runs 1 .. ns-1 are done too.
     mov(rax, qword[rsp + blk + 24]);
     imul(rax, rax, ns - 1);
@@ -284,16 +291,11 @@ void GemvQ4KAvx512::generate_gate_up() {
   if (ns_ > 1) mov(rD, run * group_stride());
   L(blocks);
   constants();
-  mov(rGroup, qword[rsp + blk + 8]);
-  imul(rGroup, rGroup, gpb);
+  block_start();
   if (d_.prefetch > 0) start_streams(ns_);
   groups(ns_, run, int64_t{run} * R_ * 4);
   epilogue(0, nullptr);
-  mov(rax, qword[rsp + blk + 8]);
-  inc(rax);
-  mov(qword[rsp + blk + 8], rax);
-  cmp(rax, qword[rsp + blk + 16]);
-  jb(blocks, T_NEAR);
+  next_block(16, blocks);
   L(done);
   leave_frame();
 }
