@@ -171,7 +171,7 @@ Expected<Tuning> parse_tuning(std::string_view name) {
 }
 
 Expected<Target> resolve_target(std::string_view cap) {
-  Target t{host_level(), host_tuning()};
+  Target t{host_level(), host_tuning(), host_features().gfni};
   std::string_view name = cap;
   const char* env = std::getenv("ZENMOE_ISA");
   if (name.empty() && env != nullptr && env[0] != '\0') name = env;

@@ -56,10 +56,13 @@ struct TuningHints {
   int prefetch_distance = 0;       // bytes ahead of the weight stream for software prefetch
 };
 
-// What a kernel may be generated for: an ISA level and a tuning.
+// What a kernel may be generated for: an ISA level and a tuning, and whether the CPU has GFNI
+// (Galois-field affine byte transforms, outside the level order: Intel Ice Lake and later,
+// AMD Zen 4 and later), which the AVX-512 VNNI Q5_0 kernels use when it does.
 struct Target {
   IsaLevel level = IsaLevel::kScalar;
   Tuning tuning = Tuning::kGeneric;
+  bool gfni = false;
 };
 
 const CpuFeatures& host_features();  // CPUID once, cached
@@ -81,7 +84,8 @@ Expected<Tuning> parse_tuning(std::string_view name);
 
 // The target kernels are generated for: the host's level capped by `cap` (a level name from
 // a --isa flag; when empty, the ZENMOE_ISA environment variable; when that is unset too, no
-// cap). A cap above the host is clamped to the host, never raised. Error on an unknown name.
+// cap), with GFNI when the host has it. A cap above the host is clamped to the host, never
+// raised. Error on an unknown name.
 Expected<Target> resolve_target(std::string_view cap);
 
 // Every level the host can run, lowest first (tests iterate over these).

@@ -124,6 +124,7 @@ std::string instance_name(const KernelDesc& d) {
   if (d.prefetch_stride > 64) s += "_ps" + std::to_string(d.prefetch_stride);
   if (d.prefetch_hint == PrefetchHint::kNta) s += "_nta";
   if (d.streams != 1) s += "_s" + std::to_string(d.streams);
+  if (d.gfni) s += "_gfni";
   s += "_v" + std::to_string(d.version);
   if (static_cast<int>(d.prefetch_hint) > 1) s += "_h" + std::to_string(static_cast<int>(d.prefetch_hint));
   return s;
@@ -180,6 +181,8 @@ Status validate(const KernelDesc& d) {
     return Error{name + ": only the Q4_K GEMV and gate+up kernels (AVX2 and up), the AVX-512 VNNI "
                         "Q8_0, Q4_0, Q5_0 and Q5_K GEMVs and the AVX-512 F32, F16 and BF16 GEMVs stream "
                         "several row groups side by side"};
+  if (d.gfni && !gfni_kernel(d.weight, d.isa))
+    return Error{name + ": only the Q5_0 kernels from AVX-512 VNNI up use GFNI"};
   if (d.version != kGeneratorVersion)
     return Error{name + ": generator version " + std::to_string(d.version) + " is not " +
                  std::to_string(kGeneratorVersion)};
@@ -208,7 +211,12 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
   d.prefetch_stride = static_cast<uint16_t>(prefetch_stride(weight, target));
   d.streams = static_cast<uint8_t>(gemv_streams(weight, op, target));
   if (d.prefetch > 0) d.prefetch_hint = prefetch_hint(target);
+  d.gfni = target.gfni && gfni_kernel(weight, d.isa);
   return d;
+}
+
+bool gfni_kernel(GgmlType weight, isa::IsaLevel level) {
+  return weight == GgmlType::Q5_0 && level >= isa::IsaLevel::kAvx512Vnni;
 }
 
 PrefetchHint prefetch_hint(isa::Target target) {

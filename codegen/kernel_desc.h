@@ -45,7 +45,7 @@ enum class PrefetchHint : uint8_t { kT0 = 0, kNta = 1 };
 
 // Bumped whenever a generator changes the code it emits for the same descriptor, so cached
 // or dumped kernels of an older generator never alias a newer one.
-inline constexpr uint16_t kGeneratorVersion = 1;
+inline constexpr uint8_t kGeneratorVersion = 1;
 
 struct KernelDesc {
   KernelOp op = KernelOp::kGemv;
@@ -57,7 +57,10 @@ struct KernelDesc {
   int32_t cols = 0;                   // K, a multiple of the weight block
   int32_t prefetch = 0;               // software prefetch distance in bytes, 0 = none
   uint16_t row_block = 8;             // rows computed together (register blocking, packing)
-  uint16_t version = kGeneratorVersion;
+  uint8_t version = kGeneratorVersion;
+  // Q5_0 from AVX-512 VNNI up (gfni_kernel): the fifth bits are put in place by GFNI affine
+  // byte transforms (the target has GFNI), one instruction per half chunk instead of two.
+  bool gfni = false;
   // Bytes of weight stream per software-prefetched line; 0 = every line (same as 64).
   // Larger strides (a power of two up to 4096) exist for the AVX-512 row-per-lane kernels.
   uint16_t prefetch_stride = 0;
@@ -85,10 +88,13 @@ struct KernelDescHash {
 // XNNPACK-style canonical name, e.g. "gemv_q4k_q8k_f32_8r__avx512vnni_zen5".
 std::string canonical_name(const KernelDesc& d);
 // The canonical name plus the fields it leaves out (K, prefetch distance and stride, streams,
-// version): unique per descriptor, used for dump files and logs, e.g.
+// version, GFNI): unique per descriptor, used for dump files and logs, e.g.
 // "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf512_v1" (a stride other than every line adds
-// "_ps1024" after the distance, prefetchnta "_nta", more than one stream "_s4").
+// "_ps1024" after the distance, prefetchnta "_nta", more than one stream "_s4", GFNI "_gfni").
 std::string instance_name(const KernelDesc& d);
+// Whether the kernels of this weight format at this level use GFNI where the target has it:
+// Q5_0 from AVX-512 VNNI up (the row-per-lane GEMV and GEMM).
+bool gfni_kernel(GgmlType weight, isa::IsaLevel level);
 // Short name of a format inside kernel names: "q4k", "q8k", "q80", "f16", "bf16", ...
 const char* format_short_name(GgmlType t);
 

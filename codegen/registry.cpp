@@ -64,6 +64,7 @@ Expected<std::unique_ptr<KernelCode>> make_code(const KernelDesc& d) {
   if (!isa::host_supports(d.isa))
     return Error{canonical_name(d) + ": needs " + isa::level_name(d.isa) + " but the host runs at most " +
                  isa::level_name(isa::host_level())};
+  if (d.gfni && !isa::host_features().gfni) return Error{canonical_name(d) + ": needs GFNI, which the host lacks"};
   if (d.isa == isa::IsaLevel::kScalar) return std::unique_ptr<KernelCode>(new ScalarKernel(d));
   if (is_gemm(d.op)) return x64::generate_gemm(d);
   return x64::generate_gemv(d);

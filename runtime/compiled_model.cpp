@@ -251,7 +251,7 @@ Expected<isa::Target> plan_target(const plan::PlanHeader& h) {
   if (!level) return Error{"plan: " + level.error()};
   auto tuning = isa::parse_tuning(h.target_tuning);
   if (!tuning) return Error{"plan: " + tuning.error()};
-  return isa::Target{*level, *tuning};
+  return isa::Target{*level, *tuning, plan::requires_feature(h, "gfni")};
 }
 
 Expected<CompiledModel> compiled_from_plan(std::shared_ptr<const plan::LoadedPlan> loaded, const gguf::Model& model) {

@@ -40,6 +40,7 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
     for (isa::IsaLevel l : implemented_levels(d.weight))
       if (l <= cm.target.level && isa::host_supports(l)) best = std::max(best, l);
     d.isa = best;
+    d.gfni = cm.target.gfni && gfni_kernel(d.weight, best);
     if (best == isa::IsaLevel::kScalar) d.prefetch = 0;
     auto k = global_registry().get(d);
     if (!k) return Error{w.name + ": " + k.error()};
@@ -48,7 +49,7 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
     // The GEMM kernel over the same packed bytes, when one exists for this format and level.
     for (isa::IsaLevel l : implemented_gemm_levels(d.weight)) {
       if (l > cm.target.level || !isa::host_supports(l) || l == isa::IsaLevel::kScalar) continue;
-      KernelDesc gd = default_gemm_desc(d.weight, d.cols, {l, cm.target.tuning},
+      KernelDesc gd = default_gemm_desc(d.weight, d.cols, {l, cm.target.tuning, cm.target.gfni},
                                         acc_kernel ? KernelOp::kGemmAccumulate : KernelOp::kGemm);
       if (gd.row_block != d.row_block) continue;
       auto gk = global_registry().get(gd);

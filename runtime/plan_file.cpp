@@ -161,6 +161,18 @@ std::string required_features(isa::IsaLevel level) {
   return join(names);
 }
 
+std::string required_features(isa::IsaLevel level, const std::vector<KernelDesc>& kernels) {
+  std::string s = required_features(level);
+  if (std::any_of(kernels.begin(), kernels.end(), [](const KernelDesc& d) { return d.gfni; }))
+    s += s.empty() ? "gfni" : ",gfni";
+  return s;
+}
+
+bool requires_feature(const PlanHeader& h, std::string_view feature) {
+  const std::vector<std::string> have = split_commas(h.cpu_features);
+  return std::find(have.begin(), have.end(), feature) != have.end();
+}
+
 std::string default_weights_file(const std::string& plan_path) {
   return std::filesystem::path(plan_path).filename().string() + ".weights";
 }
@@ -313,10 +325,10 @@ Status validate_fields(const PlanHeader& h, const std::string& where) {
   Expected<isa::Tuning> tuning = isa::parse_tuning(h.target_tuning);
   if (!tuning) return Error{where + ": target tuning: " + tuning.error()};
   const std::vector<std::string> have = split_commas(h.cpu_features);
-  for (const std::string& need : split_commas(required_features(*level)))
+  for (const std::string& need : split_commas(required_features(*level, h.kernels)))
     if (std::find(have.begin(), have.end(), need) == have.end())
       return Error{where + ": cpu_features '" + h.cpu_features + "' lack " + need + ", which target " +
-                   h.target_level + " needs"};
+                   h.target_level + (need == "gfni" ? "'s Q5_0 kernels need" : " needs")};
   if (h.n_threads < 1 || h.n_threads > 4096)
     return Error{where + ": thread count " + std::to_string(h.n_threads) + " is not in 1..4096"};
   if (h.gguf_path.empty()) return Error{where + ": no source GGUF path"};

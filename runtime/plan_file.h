@@ -41,7 +41,8 @@ namespace zenmoe::plan {
 // 8: Q6_K (Q5_K) sub-blocks are three (five) chunks of codes whose top bits carry the last codes.
 // 9: Q4_K records hold 144 bytes per row: scales and mins 12 bits per (row, sub-block).
 // 10: Q5_0 weights are packed as Q5_0 (22 bytes per block and row) on AVX-512 VNNI targets.
-inline constexpr uint32_t kPlanVersion = 10;
+// 11: kernel descriptors carry a GFNI flag (Q5_0), and cpu_features name gfni when one is set.
+inline constexpr uint32_t kPlanVersion = 11;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 
 // How a tensor's matrices were packed (kernels/pack.h).
@@ -67,7 +68,7 @@ struct PlanTensor {
 struct PlanHeader {
   uint32_t version = kPlanVersion;
   std::string target_level, target_tuning;  // isa::level_name / isa::tuning_name
-  std::string cpu_features;                 // required_features(level): what the kernels need
+  std::string cpu_features;                 // required_features(level, kernels): what the kernels need
   int32_t n_threads = 1;                    // thread layout the plan was partitioned for
   std::string gguf_path;                    // the GGUF compiled (first split), absolute
   uint64_t gguf_checksum = 0;               // gguf_table_checksum()
@@ -89,6 +90,10 @@ uint64_t gguf_table_checksum(const gguf::Model& model);
 // such feature `f` has.
 std::string required_features(isa::IsaLevel level);
 std::string feature_list(const isa::CpuFeatures& f);
+// required_features(level), and "gfni" when one of `kernels` uses it (KernelDesc::gfni).
+std::string required_features(isa::IsaLevel level, const std::vector<KernelDesc>& kernels);
+// Whether the plan's cpu_features name `feature` (e.g. "gfni": its Q5_0 kernels use GFNI).
+bool requires_feature(const PlanHeader& h, std::string_view feature);
 
 // The side file name for a plan path: "<plan file name>.weights".
 std::string default_weights_file(const std::string& plan_path);

@@ -4,7 +4,8 @@
 // registry's kernel over [0, rows) (and once more split at an awkward row), and checks every
 // output against the reference vec_dot of kernels/ref within a bound derived from spec §2.12,
 // bit-identical repeat runs, untouched guard elements around y, and the packed-layout
-// reference of kernels/pack.h.
+// reference of kernels/pack.h. The descriptor's target has no GFNI; where the format's kernel
+// has a GFNI form and the host runs it (Q5_0), that one must give the same bits.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -442,7 +443,7 @@ inline void GemvTester::Test() const {
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   std::vector<float> y0(static_cast<size_t>(rows_));
   for (auto& v : y0) v = accumulate_ ? u(rng) : 0.0f;
-  auto run = [&](std::vector<int64_t> cuts) {
+  auto run_kernel = [&](const Kernel& kernel, std::vector<int64_t> cuts) {
     std::vector<float> buf(static_cast<size_t>(rows_ + 2 * kGuard + y_offset_), -12345.678f);
     float* y = buf.data() + kGuard + y_offset_;
     std::copy(y0.begin(), y0.end(), y);
@@ -454,10 +455,11 @@ inline void GemvTester::Test() const {
       c.r0 = cuts[i];
       c.r1 = cuts[i + 1];
       c.alpha = alpha;
-      (**k)(c);
+      kernel(c);
     }
     return buf;
   };
+  auto run = [&](std::vector<int64_t> cuts) { return run_kernel(**k, std::move(cuts)); };
   const std::vector<float> once = run({0, rows_});
   const std::vector<float> again = run({0, rows_});
   const int64_t mid = rows_ / 2 + 1 < rows_ ? rows_ / 2 + 1 : rows_;
@@ -466,6 +468,15 @@ inline void GemvTester::Test() const {
   for (size_t i = 0; i < once.size(); ++i) {
     ASSERT_EQ(detail::bits(once[i]), detail::bits(again[i])) << "repeat run differs at " << i;
     ASSERT_EQ(detail::bits(once[i]), detail::bits(split[i])) << "split row range differs at " << i;
+  }
+  if (gfni_kernel(d.weight, d.isa) && isa::host_features().gfni) {
+    KernelDesc g = d;
+    g.gfni = true;
+    Expected<std::shared_ptr<const Kernel>> gk = global_registry().get(g);
+    ASSERT_TRUE(gk.has_value()) << gk.error();
+    const std::vector<float> gf = run_kernel(**gk, {0, mid, rows_});
+    for (size_t i = 0; i < once.size(); ++i)
+      ASSERT_EQ(detail::bits(once[i]), detail::bits(gf[i])) << "the GFNI kernel differs at " << i;
   }
   for (int i = 0; i < kGuard + y_offset_; ++i) ASSERT_EQ(once[static_cast<size_t>(i)], -12345.678f) << "guard before y";
   for (int i = 0; i < kGuard; ++i) ASSERT_EQ(y[rows_ + i], -12345.678f) << "guard after y";

@@ -91,6 +91,36 @@ TEST(JitIsa, UserCapFromFlagAndEnvironment) {
   ::unsetenv("ZENMOE_ISA");
   t = isa::resolve_target("");
   EXPECT_EQ(t->level, isa::host_level());
+  // GFNI is the host's, whatever the level cap.
+  EXPECT_EQ(t->gfni, isa::host_features().gfni);
+  EXPECT_EQ(isa::resolve_target("scalar")->gfni, isa::host_features().gfni);
+}
+
+// GFNI (Target::gfni) reaches only the Q5_0 kernels from AVX-512 VNNI up; elsewhere the flag is
+// refused, and a host without GFNI never generates a kernel that has it.
+TEST(JitDesc, GfniOnlyForQ5_0FromVnni) {
+  for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni,
+                         IsaLevel::kAvx512Bf16, IsaLevel::kAmx})
+    for (GgmlType w : {GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16}) {
+      SCOPED_TRACE(std::string(isa::level_name(level)) + " " + type_name(w));
+      const bool uses = w == GgmlType::Q5_0 && level >= IsaLevel::kAvx512Vnni;
+      EXPECT_EQ(gfni_kernel(w, isa::kernel_level(level)), uses);
+      EXPECT_FALSE(default_gemv_desc(w, 2048, {level, Tuning::kZen5, false}).gfni);
+      const KernelDesc g = default_gemv_desc(w, 2048, {level, Tuning::kZen5, true});
+      EXPECT_EQ(g.gfni, uses);
+      EXPECT_EQ(default_gemm_desc(w, 2048, {level, Tuning::kZen5, true}).gfni, uses);
+      EXPECT_TRUE(validate(g).is_ok()) << validate(g).message();
+      EXPECT_EQ(instance_name(g).find("_gfni") != std::string::npos, uses) << instance_name(g);
+      KernelDesc forced = g;
+      forced.gfni = true;
+      EXPECT_EQ(validate(forced).is_ok(), uses) << validate(forced).message();
+    }
+  if (!isa::host_features().gfni && isa::host_supports(IsaLevel::kAvx512Vnni)) {
+    Registry reg;
+    auto k = reg.get(default_gemv_desc(GgmlType::Q5_0, 2048, {IsaLevel::kAvx512Vnni, Tuning::kGeneric, true}));
+    ASSERT_FALSE(k.has_value());
+    EXPECT_NE(k.error().find("needs GFNI"), std::string::npos) << k.error();
+  }
 }
 
 KernelDesc base_desc() {
@@ -180,6 +210,7 @@ TEST(JitDesc, EveryFieldChangesTheKey) {
   vary([](KernelDesc& d) { d.prefetch_stride = 1024; });
   vary([](KernelDesc& d) { d.streams = 4; });
   vary([](KernelDesc& d) { d.prefetch_hint = PrefetchHint::kT0; });
+  vary([](KernelDesc& d) { d.gfni = true; });
   // Every byte of the struct belongs to a field above (no padding is asserted in the header);
   // check the list covers them all by flipping each byte too.
   for (size_t i = 0; i < sizeof(KernelDesc); ++i) {
@@ -196,8 +227,8 @@ TEST(JitDesc, EveryFieldChangesTheKey) {
     EXPECT_NE(d, b);
     EXPECT_NE(desc_hash(d), desc_hash(b));
   }
-  for (size_t i = 0; i < 13; ++i) names.insert(instance_name(variants[i]));
-  EXPECT_EQ(names.size(), 14u) << "instance names must be unique per descriptor field";
+  for (size_t i = 0; i < 14; ++i) names.insert(instance_name(variants[i]));
+  EXPECT_EQ(names.size(), 15u) << "instance names must be unique per descriptor field";
 }
 
 TEST(JitDesc, Validation) {

@@ -21,6 +21,7 @@
 #include "gguf_test_util.h"
 #include "kernels/pack.h"
 #include "kernels/ref/quant.h"
+#include "runtime/compiled_model.h"
 #include "runtime/plan_file.h"
 #include "runtime/plan_file_internal.h"
 #include "runtime/thread_pool.h"
@@ -333,6 +334,31 @@ TEST(PlanFile, RefusesMissingCpuFeatures) {
     EXPECT_EQ(host_ok, isa::host_supports(level)) << isa::level_name(level);
   }
   EXPECT_EQ(required_features(isa::IsaLevel::kScalar), "");
+}
+
+// A plan whose Q5_0 kernels use GFNI names it among its CPU features: a CPU without GFNI is
+// refused, a document that drops it is invalid, and the run's target has GFNI again.
+TEST(PlanFile, GfniKernelsRequireGfni) {
+  PlanHeader h = sample_header();
+  EXPECT_FALSE(requires_feature(h, "gfni"));
+  EXPECT_FALSE(plan_target(h)->gfni);
+  EXPECT_EQ(required_features(isa::IsaLevel::kAvx512Vnni, h.kernels), h.cpu_features);
+  h.kernels.push_back(default_gemv_desc(GgmlType::Q5_0, 64, {isa::IsaLevel::kAvx512Vnni, isa::Tuning::kZen4, true}));
+  ASSERT_TRUE(h.kernels.back().gfni);
+  h.cpu_features = required_features(isa::IsaLevel::kAvx512Vnni, h.kernels);
+  EXPECT_EQ(h.cpu_features, required_features(isa::IsaLevel::kAvx512Vnni) + ",gfni");
+  EXPECT_TRUE(requires_feature(h, "gfni"));
+  EXPECT_TRUE(plan_target(h)->gfni);
+  EXPECT_EQ(check_plan_compatible(h, all_features(), nullptr).message().find("lacks"), std::string::npos);
+  isa::CpuFeatures host = all_features();
+  host.gfni = false;
+  EXPECT_NE(check_plan_compatible(h, host, nullptr).message().find("this CPU lacks gfni"), std::string::npos);
+  TempDir dir;
+  PlanHeader without = h;
+  without.cpu_features = required_features(isa::IsaLevel::kAvx512Vnni);
+  Status s = write_plan(dir.file("g.zplan"), without, [](size_t, uint8_t*) { return Status::ok(); });
+  EXPECT_NE(s.message().find("lack gfni, which target avx512vnni's Q5_0 kernels need"), std::string::npos)
+      << s.message();
 }
 
 gguf::Writer small_gguf(GgmlType type = GgmlType::F32, int64_t cols = 32, bool extra_first = false) {

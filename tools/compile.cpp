@@ -45,7 +45,6 @@ plan::PlanHeader make_header(const ir::Graph& g, const std::vector<PackRequest>&
   plan::PlanHeader h;
   h.target_level = isa::level_name(target.level);
   h.target_tuning = isa::tuning_name(target.tuning);
-  h.cpu_features = plan::required_features(target.level);
   h.n_threads = threads;
   h.gguf_path = std::filesystem::absolute(gguf_path).string();
   h.gguf_checksum = checksum;
@@ -66,6 +65,7 @@ plan::PlanHeader make_header(const ir::Graph& g, const std::vector<PackRequest>&
     d.row_block = static_cast<uint16_t>(r.row_block);
     if (validate(d)) h.kernels.push_back(d);
   }
+  h.cpu_features = plan::required_features(target.level, h.kernels);
   return h;
 }
 

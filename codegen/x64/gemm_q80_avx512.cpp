@@ -2,8 +2,9 @@
 // of kernels/pack.h shared with the GEMV: the 16 rows of a group are the 16 dword lanes, codes
 // stored unsigned (Q8_0 biased, q + 128; Q5_0 the 5-bit code, weight = code - 16) so vpdpbusd
 // takes them as they are. A Q5_0 block's 8 code vectors are built from its 4 nibble chunks
-// and fifth bits as the GEMV builds them (a shift, a mask and a vpternlogd each), once for
-// all N tokens.
+// and fifth bits as the GEMV builds them (a shift, a mask and a vpternlogd each, or with GFNI
+// an affine transform and the vpternlogd, its matrices read from a table after the code), once
+// for all N tokens.
 //
 // Token tiles of N = 10: per block of 32 and token, the tile's activations are copied once
 // into scratch (48 bytes: the 32 int8 codes, -128 * sum(codes) as int32, d_x as f32), so
@@ -35,7 +36,14 @@ class GemmQ80 : public JitGemmBase {
   explicit GemmQ80(const KernelDesc& d)
       : JitGemmBase(d, kTokens, int64_t{d.cols / 32} * kTokens * kActBytes, 0, kBlockGroups), nb_(d.cols / 32),
         q5_(d.weight == GgmlType::Q5_0), rec_(static_cast<int>(rows16_record_bytes(d.weight))) {}
-  void generate() { emit(); }
+  void generate() {
+    emit();
+    if (d_.gfni) {
+      align(8);
+      L(gfni_table_);
+      for (int b = 0; b < 8; ++b) dq(q5_0_gfni_matrix(b));
+    }
+  }
 
  private:
   const Reg64 rPc = r13, rPa = r15, rCnt = r10;
@@ -56,6 +64,7 @@ class GemmQ80 : public JitGemmBase {
   int nb_;
   bool q5_;
   int rec_;
+  Label gfni_table_;  // desc.gfni: q5_0_gfni_matrix(0 .. 7)
 };
 
 void GemmQ80::prep() {
@@ -144,7 +153,12 @@ void GemmQ80::q5_codes(int64_t codes) {
   vmovdqu32(zDw, ptr[rPc + codes + 256]);
   for (int c = 0; c < 4; ++c) {
     vmovdqu32(code(c), ptr[rPc + codes + 64 * c]);
-    q5_0_codes(code(c), code(4 + c), zDw, zT, zM0F, zM10, c);
+    if (d_.gfni) {
+      q5_0_codes_gfni(code(c), code(4 + c), zDw, zT, zM0F, ptr_b[rip + gfni_table_ + 8 * c],
+                      ptr_b[rip + gfni_table_ + 8 * (4 + c)]);
+    } else {
+      q5_0_codes(code(c), code(4 + c), zDw, zT, zM0F, zM10, c);
+    }
   }
 }
 

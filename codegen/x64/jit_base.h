@@ -73,6 +73,21 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
     }
     vpternlogd(hi, t, m0f, kOr);
   }
+  // The same with GFNI (desc.gfni): each fifth bit put in place by one affine transform of the
+  // fifth-bit bytes, `mat_lo` and `mat_hi` holding q5_0_gfni_matrix(c) and (4 + c) in every
+  // qword (registers, or broadcast memory operands). m10 is not needed.
+  void q5_0_codes_gfni(const Xbyak::Zmm& lo, const Xbyak::Zmm& hi, const Xbyak::Zmm& fifth, const Xbyak::Zmm& t,
+                       const Xbyak::Zmm& m0f, const Xbyak::Operand& mat_lo, const Xbyak::Operand& mat_hi) {
+    constexpr uint8_t kOr = ternlog_imm([](int a, int b, int mask) { return (a & mask) | b; });
+    vpsrlw(hi, lo, 4);
+    vgf2p8affineqb(t, fifth, mat_lo, 0);
+    vpternlogd(lo, t, m0f, kOr);
+    vgf2p8affineqb(t, fifth, mat_hi, 0);
+    vpternlogd(hi, t, m0f, kOr);
+  }
+  // The vgf2p8affineqb matrix that moves bit `bit` of every byte to bit 4 and clears the rest:
+  // result bit i is the parity of (matrix byte 7 - i) AND the source byte, so only byte 3 is set.
+  static constexpr uint64_t q5_0_gfni_matrix(int bit) { return uint64_t{1} << (8 * 3 + bit); }
   // Q4_K (kernels/pack.h): 64 bytes, the dword right shift 4s of lane l = 2s + h that brings
   // the high bits of its min (bits 4s..4s+3 of the pair's 32-bit word h, broadcast as a
   // 64-bit pair of words) to the bottom of the lane; then 8 dwords of 63, the 6-bit mask.
