@@ -181,8 +181,8 @@ Status validate(const KernelDesc& d) {
     return Error{name + ": only the Q4_K GEMV and gate+up kernels (AVX2 and up), the AVX-512 VNNI "
                         "Q8_0, Q4_0, Q5_0 and Q5_K GEMVs and the AVX-512 F32, F16 and BF16 GEMVs stream "
                         "several row groups side by side"};
-  if (d.gfni && !gfni_kernel(d.weight, d.isa))
-    return Error{name + ": only the Q5_0 kernels from AVX-512 VNNI up use GFNI"};
+  if (d.gfni && !gfni_kernel(d.weight, d.isa, d.op))
+    return Error{name + ": only the Q5_0 kernels and the Q5_K GEMV from AVX-512 VNNI up use GFNI"};
   if (d.version != kGeneratorVersion)
     return Error{name + ": generator version " + std::to_string(d.version) + " is not " +
                  std::to_string(kGeneratorVersion)};
@@ -211,12 +211,13 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
   d.prefetch_stride = static_cast<uint16_t>(prefetch_stride(weight, target));
   d.streams = static_cast<uint8_t>(gemv_streams(weight, op, target));
   if (d.prefetch > 0) d.prefetch_hint = prefetch_hint(target);
-  d.gfni = target.gfni && gfni_kernel(weight, d.isa);
+  d.gfni = target.gfni && gfni_kernel(weight, d.isa, op);
   return d;
 }
 
-bool gfni_kernel(GgmlType weight, isa::IsaLevel level) {
-  return weight == GgmlType::Q5_0 && level >= isa::IsaLevel::kAvx512Vnni;
+bool gfni_kernel(GgmlType weight, isa::IsaLevel level, KernelOp op) {
+  if (level < isa::IsaLevel::kAvx512Vnni) return false;
+  return weight == GgmlType::Q5_0 || (weight == GgmlType::Q5_K && !is_gemm(op) && op != KernelOp::kGateUpSwiglu);
 }
 
 PrefetchHint prefetch_hint(isa::Target target) {
@@ -340,6 +341,7 @@ KernelDesc default_gemm_desc(GgmlType weight, int32_t cols, isa::Target target, 
   d.prefetch_stride = 0;
   d.prefetch_hint = PrefetchHint::kT0;
   d.streams = 1;
+  d.gfni = target.gfni && gfni_kernel(weight, d.isa, op);
   return d;
 }
 

@@ -58,8 +58,9 @@ struct KernelDesc {
   int32_t prefetch = 0;               // software prefetch distance in bytes, 0 = none
   uint16_t row_block = 8;             // rows computed together (register blocking, packing)
   uint8_t version = kGeneratorVersion;
-  // Q5_0 from AVX-512 VNNI up (gfni_kernel): the fifth bits are put in place by GFNI affine
-  // byte transforms (the target has GFNI), one instruction per half chunk instead of two.
+  // The target has GFNI and the kernel uses it (gfni_kernel): bits are moved inside each byte
+  // by affine transforms instead of shifts and masks (Q5_0's fifth bits, the last codes of a
+  // Q5_K sub-block).
   bool gfni = false;
   // Bytes of weight stream per software-prefetched line; 0 = every line (same as 64).
   // Larger strides (a power of two up to 4096) exist for the AVX-512 row-per-lane kernels.
@@ -92,9 +93,12 @@ std::string canonical_name(const KernelDesc& d);
 // "gemv_q4k_q8k_f32_8r__avx512vnni_zen5_k7168_pf512_v1" (a stride other than every line adds
 // "_ps1024" after the distance, prefetchnta "_nta", more than one stream "_s4", GFNI "_gfni").
 std::string instance_name(const KernelDesc& d);
-// Whether the kernels of this weight format at this level use GFNI where the target has it:
-// Q5_0 from AVX-512 VNNI up (the row-per-lane GEMV and GEMM).
-bool gfni_kernel(GgmlType weight, isa::IsaLevel level);
+// Whether the kernel of this weight format, level and op uses GFNI where the target has it:
+// from AVX-512 VNNI up, Q5_0 (GEMV and GEMM) and the Q5_K GEMV (its GEMM rebuilds the codes
+// once per row block for all tokens). The Q6_K GEMV streamed 8-11 % slower from L2 with its
+// last codes built that way (4 operations instead of 6; bench kernels --formats q6_K --regimes
+// l2 -t 1, Kimi and bench expert shapes, two rounds in turn), so it keeps its shifts.
+bool gfni_kernel(GgmlType weight, isa::IsaLevel level, KernelOp op);
 // Short name of a format inside kernel names: "q4k", "q8k", "q80", "f16", "bf16", ...
 const char* format_short_name(GgmlType t);
 

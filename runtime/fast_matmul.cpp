@@ -40,7 +40,7 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
     for (isa::IsaLevel l : implemented_levels(d.weight))
       if (l <= cm.target.level && isa::host_supports(l)) best = std::max(best, l);
     d.isa = best;
-    d.gfni = cm.target.gfni && gfni_kernel(d.weight, best);
+    d.gfni = cm.target.gfni && gfni_kernel(d.weight, best, d.op);
     if (best == isa::IsaLevel::kScalar) d.prefetch = 0;
     auto k = global_registry().get(d);
     if (!k) return Error{w.name + ": " + k.error()};

@@ -210,7 +210,7 @@ void GemmTester::Test() const {
     ASSERT_EQ(testing::detail::bits(got[i]), testing::detail::bits(again[i])) << "repeat run differs at " << i;
   // The descriptor's target has no GFNI; where the kernel has a GFNI form the host runs (Q5_0),
   // that one gives the same bits.
-  if (gfni_kernel(d.weight, d.isa) && isa::host_features().gfni) {
+  if (gfni_kernel(d.weight, d.isa, d.op) && isa::host_features().gfni) {
     KernelDesc g = d;
     g.gfni = true;
     auto gk = global_registry().get(g);

@@ -469,7 +469,7 @@ inline void GemvTester::Test() const {
     ASSERT_EQ(detail::bits(once[i]), detail::bits(again[i])) << "repeat run differs at " << i;
     ASSERT_EQ(detail::bits(once[i]), detail::bits(split[i])) << "split row range differs at " << i;
   }
-  if (gfni_kernel(d.weight, d.isa) && isa::host_features().gfni) {
+  if (gfni_kernel(d.weight, d.isa, d.op) && isa::host_features().gfni) {
     KernelDesc g = d;
     g.gfni = true;
     Expected<std::shared_ptr<const Kernel>> gk = global_registry().get(g);

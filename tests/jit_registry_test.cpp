@@ -96,24 +96,33 @@ TEST(JitIsa, UserCapFromFlagAndEnvironment) {
   EXPECT_EQ(isa::resolve_target("scalar")->gfni, isa::host_features().gfni);
 }
 
-// GFNI (Target::gfni) reaches only the Q5_0 kernels from AVX-512 VNNI up; elsewhere the flag is
-// refused, and a host without GFNI never generates a kernel that has it.
-TEST(JitDesc, GfniOnlyForQ5_0FromVnni) {
+// GFNI (Target::gfni) reaches only the Q5_0 kernels and the Q5_K GEMV from AVX-512 VNNI up; elsewhere the flag is refused, and a host without GFNI never generates a kernel that
+// has it.
+TEST(JitDesc, GfniOnlyWhereAKernelUsesIt) {
   for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni,
                          IsaLevel::kAvx512Bf16, IsaLevel::kAmx})
-    for (GgmlType w : {GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::F16}) {
+    for (GgmlType w : {GgmlType::Q5_0, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K,
+                       GgmlType::F16}) {
       SCOPED_TRACE(std::string(isa::level_name(level)) + " " + type_name(w));
-      const bool uses = w == GgmlType::Q5_0 && level >= IsaLevel::kAvx512Vnni;
-      EXPECT_EQ(gfni_kernel(w, isa::kernel_level(level)), uses);
+      const bool vnni = level >= IsaLevel::kAvx512Vnni;
+      const bool gemv = vnni && (w == GgmlType::Q5_0 || w == GgmlType::Q5_K);
+      const bool gemm = vnni && w == GgmlType::Q5_0;
+      EXPECT_EQ(gfni_kernel(w, isa::kernel_level(level), KernelOp::kGemvAccumulate), gemv);
+      EXPECT_EQ(gfni_kernel(w, isa::kernel_level(level), KernelOp::kGemmAccumulate), gemm);
       EXPECT_FALSE(default_gemv_desc(w, 2048, {level, Tuning::kZen5, false}).gfni);
       const KernelDesc g = default_gemv_desc(w, 2048, {level, Tuning::kZen5, true});
-      EXPECT_EQ(g.gfni, uses);
-      EXPECT_EQ(default_gemm_desc(w, 2048, {level, Tuning::kZen5, true}).gfni, uses);
+      EXPECT_EQ(g.gfni, gemv);
+      const KernelDesc gg = default_gemm_desc(w, 2048, {level, Tuning::kZen5, true});
+      EXPECT_EQ(gg.gfni, gemm);
       EXPECT_TRUE(validate(g).is_ok()) << validate(g).message();
-      EXPECT_EQ(instance_name(g).find("_gfni") != std::string::npos, uses) << instance_name(g);
+      EXPECT_TRUE(validate(gg).is_ok()) << validate(gg).message();
+      EXPECT_EQ(instance_name(g).find("_gfni") != std::string::npos, gemv) << instance_name(g);
       KernelDesc forced = g;
       forced.gfni = true;
-      EXPECT_EQ(validate(forced).is_ok(), uses) << validate(forced).message();
+      EXPECT_EQ(validate(forced).is_ok(), gemv) << validate(forced).message();
+      forced = gg;
+      forced.gfni = true;
+      EXPECT_EQ(validate(forced).is_ok(), gemm) << validate(forced).message();
     }
   if (!isa::host_features().gfni && isa::host_supports(IsaLevel::kAvx512Vnni)) {
     Registry reg;

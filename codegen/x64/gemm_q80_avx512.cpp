@@ -41,7 +41,7 @@ class GemmQ80 : public JitGemmBase {
     if (d_.gfni) {
       align(8);
       L(gfni_table_);
-      for (int b = 0; b < 8; ++b) dq(q5_0_gfni_matrix(b));
+      for (uint64_t m : kQ5_0Gfni) dq(m);
     }
   }
 
@@ -64,7 +64,7 @@ class GemmQ80 : public JitGemmBase {
   int nb_;
   bool q5_;
   int rec_;
-  Label gfni_table_;  // desc.gfni: q5_0_gfni_matrix(0 .. 7)
+  Label gfni_table_;  // desc.gfni: kQ5_0Gfni
 };
 
 void GemmQ80::prep() {

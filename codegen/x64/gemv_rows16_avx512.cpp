@@ -55,8 +55,8 @@ class GemvRows16 : public JitKernelBase {
   const Zmm zV = zmm4, zLo = zmm5, zHi = zmm6, zI = zmm7, zI2 = zmm8, zD = zmm9, zT = zmm10;
   const Zmm zM0F = zmm11, zMF0 = zmm12;
   const Zmm zHiMask = zmm7;  // BF16 below AVX512_BF16: 0xFFFF0000 per lane (zI is a quant register)
-  // Q5_0 with GFNI: the matrices q5_0_gfni_matrix(0 .. 7) (the plain formats' zmm13.. are unused).
-  static Zmm gfni_matrix(int bit) { return Zmm(16 + bit); }
+  // Q5_0 with GFNI: the matrices kQ5_0Gfni (the plain formats' zmm13.. are unused).
+  const Zmm zGfni[8] = {zmm16, zmm17, zmm18, zmm19, zmm20, zmm21, zmm22, zmm23};
 
   bool quant() const { return is_block32_format(fmt_); }
   int64_t nblocks() const { return d_.cols / 32; }
@@ -115,12 +115,7 @@ void GemvRows16::generate() {
   vpbroadcastd(zM0F, eax);
   mov(eax, fmt_ == GgmlType::Q5_0 ? 0x10101010 : 0xF0F0F0F0);  // Q5_0: the fifth bit's place
   vpbroadcastd(zMF0, eax);
-  if (d_.gfni) {
-    for (int b = 0; b < 8; ++b) {
-      mov(rax, q5_0_gfni_matrix(b));
-      vpbroadcastq(gfni_matrix(b), rax);
-    }
-  }
+  if (d_.gfni) load_gfni_matrices(kQ5_0Gfni, 8, zGfni);
   auto body = [&](int ns) {
     mov(rPc, rGroup);
     imul(rPc, rPc, static_cast<int>(group_stride()));
@@ -221,7 +216,7 @@ void GemvRows16::quant_block(int t, int parity) {
       prefetch_share(at, every, lines, c, 4);
       vmovdqu32(zV, rec(t, codes + 64 * c));
       if (d_.gfni) {
-        q5_0_codes_gfni(zV, zHi, zD, zT, zM0F, gfni_matrix(c), gfni_matrix(4 + c));
+        q5_0_codes_gfni(zV, zHi, zD, zT, zM0F, zGfni[c], zGfni[4 + c]);
       } else {
         q5_0_codes(zV, zHi, zD, zT, zM0F, zMF0, c);
       }

@@ -13,6 +13,26 @@
 
 namespace zenmoe::x64 {
 
+// The vgf2p8affineqb matrix that moves bits [from, from + n) of every byte to [to, to + n)
+// and clears the others: result bit i is the parity of (matrix byte 7 - i) AND the source
+// byte, so byte 7 - (to + j) holds bit from + j.
+constexpr uint64_t gfni_move_bits(int from, int to, int n) {
+  uint64_t m = 0;
+  for (int j = 0; j < n; ++j) m |= uint64_t{1} << (8 * (7 - (to + j)) + from + j);
+  return m;
+}
+// Q5_0: bit j of the fifth-bit bytes to bit 4 (j = c for chunk c's low nibbles, 4 + c for
+// its high nibbles).
+inline constexpr uint64_t kQ5_0Gfni[8] = {gfni_move_bits(0, 4, 1), gfni_move_bits(1, 4, 1), gfni_move_bits(2, 4, 1),
+                                          gfni_move_bits(3, 4, 1), gfni_move_bits(4, 4, 1), gfni_move_bits(5, 4, 1),
+                                          gfni_move_bits(6, 4, 1), gfni_move_bits(7, 4, 1)};
+// Q5_K with GFNI: the pieces of the last three codes (q5k_last_code), in the order
+// q5k_last_code_gfni reads them: code 0 from c0 and c1, code 1 from c1, c2 and c3, code 2
+// from c3 and c4.
+inline constexpr uint64_t kQ5KGfni[7] = {gfni_move_bits(5, 0, 3), gfni_move_bits(5, 3, 2), gfni_move_bits(7, 0, 1),
+                                         gfni_move_bits(5, 1, 3), gfni_move_bits(5, 4, 1), gfni_move_bits(6, 0, 2),
+                                         gfni_move_bits(5, 2, 3)};
+
 // Machine code generated into a buffer that is writable while generating and only
 // readable + executable afterwards (never both writable and executable).
 class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
@@ -74,8 +94,8 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
     vpternlogd(hi, t, m0f, kOr);
   }
   // The same with GFNI (desc.gfni): each fifth bit put in place by one affine transform of the
-  // fifth-bit bytes, `mat_lo` and `mat_hi` holding q5_0_gfni_matrix(c) and (4 + c) in every
-  // qword (registers, or broadcast memory operands). m10 is not needed.
+  // fifth-bit bytes, `mat_lo` and `mat_hi` holding kQ5_0Gfni[c] and [4 + c] in every qword
+  // (registers, or broadcast memory operands). m10 is not needed.
   void q5_0_codes_gfni(const Xbyak::Zmm& lo, const Xbyak::Zmm& hi, const Xbyak::Zmm& fifth, const Xbyak::Zmm& t,
                        const Xbyak::Zmm& m0f, const Xbyak::Operand& mat_lo, const Xbyak::Operand& mat_hi) {
     constexpr uint8_t kOr = ternlog_imm([](int a, int b, int mask) { return (a & mask) | b; });
@@ -85,9 +105,34 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
     vgf2p8affineqb(t, fifth, mat_hi, 0);
     vpternlogd(hi, t, m0f, kOr);
   }
-  // The vgf2p8affineqb matrix that moves bit `bit` of every byte to bit 4 and clears the rest:
-  // result bit i is the parity of (matrix byte 7 - i) AND the source byte, so only byte 3 is set.
-  static constexpr uint64_t q5_0_gfni_matrix(int bit) { return uint64_t{1} << (8 * 3 + bit); }
+  // Code k of the last three, each piece moved into place by one affine transform (m[j] holds
+  // kQ5KGfni[j] in every qword) and the pieces joined: 10 operations for the three codes
+  // against 14. c are registers; dst, t and t2 differ from them and are clobbered.
+  void q5k_last_code_gfni(int k, const Xbyak::Zmm& dst, const Xbyak::Zmm* c, const Xbyak::Zmm& t,
+                          const Xbyak::Zmm& t2, const Xbyak::Zmm* m) {
+    constexpr uint8_t kOr3 = ternlog_imm([](int x, int y, int z) { return x | y | z; });
+    if (k == 0) {
+      vgf2p8affineqb(dst, c[0], m[0], 0);
+      vgf2p8affineqb(t, c[1], m[1], 0);
+      vpord(dst, dst, t);
+    } else if (k == 1) {
+      vgf2p8affineqb(dst, c[1], m[2], 0);
+      vgf2p8affineqb(t, c[2], m[3], 0);
+      vgf2p8affineqb(t2, c[3], m[4], 0);
+      vpternlogd(dst, t, t2, kOr3);
+    } else {
+      vgf2p8affineqb(dst, c[3], m[5], 0);
+      vgf2p8affineqb(t, c[4], m[6], 0);
+      vpord(dst, dst, t);
+    }
+  }
+  // Broadcasts each of `mats` into the registers `dst` (one qword per matrix). Clobbers rax.
+  void load_gfni_matrices(const uint64_t* mats, int n, const Xbyak::Zmm* dst) {
+    for (int j = 0; j < n; ++j) {
+      mov(rax, mats[j]);
+      vpbroadcastq(dst[j], rax);
+    }
+  }
   // Q4_K (kernels/pack.h): 64 bytes, the dword right shift 4s of lane l = 2s + h that brings
   // the high bits of its min (bits 4s..4s+3 of the pair's 32-bit word h, broadcast as a
   // 64-bit pair of words) to the bottom of the lane; then 8 dwords of 63, the 6-bit mask.
