@@ -58,7 +58,8 @@ struct TuningHints {
 
 // What a kernel may be generated for: an ISA level and a tuning, and whether the CPU has GFNI
 // (Galois-field affine byte transforms, outside the level order: Intel Ice Lake and later,
-// AMD Zen 4 and later), which the AVX-512 VNNI Q5_0 kernels use when it does.
+// AMD Zen 4 and later), which some AVX-512 VNNI kernels use when it does (gfni_kernel,
+// codegen/kernel_desc.h).
 struct Target {
   IsaLevel level = IsaLevel::kScalar;
   Tuning tuning = Tuning::kGeneric;

@@ -328,7 +328,7 @@ Status validate_fields(const PlanHeader& h, const std::string& where) {
   for (const std::string& need : split_commas(required_features(*level, h.kernels)))
     if (std::find(have.begin(), have.end(), need) == have.end())
       return Error{where + ": cpu_features '" + h.cpu_features + "' lack " + need + ", which target " +
-                   h.target_level + (need == "gfni" ? "'s Q5_0 kernels need" : " needs")};
+                   h.target_level + (need == "gfni" ? "'s GFNI kernels need" : " needs")};
   if (h.n_threads < 1 || h.n_threads > 4096)
     return Error{where + ": thread count " + std::to_string(h.n_threads) + " is not in 1..4096"};
   if (h.gguf_path.empty()) return Error{where + ": no source GGUF path"};

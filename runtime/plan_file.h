@@ -41,7 +41,7 @@ namespace zenmoe::plan {
 // 8: Q6_K (Q5_K) sub-blocks are three (five) chunks of codes whose top bits carry the last codes.
 // 9: Q4_K records hold 144 bytes per row: scales and mins 12 bits per (row, sub-block).
 // 10: Q5_0 weights are packed as Q5_0 (22 bytes per block and row) on AVX-512 VNNI targets.
-// 11: kernel descriptors carry a GFNI flag (Q5_0), and cpu_features name gfni when one is set.
+// 11: kernel descriptors carry a GFNI flag (Q5_0, Q5_K), and cpu_features name gfni when one is set.
 inline constexpr uint32_t kPlanVersion = 11;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 
@@ -92,7 +92,7 @@ std::string required_features(isa::IsaLevel level);
 std::string feature_list(const isa::CpuFeatures& f);
 // required_features(level), and "gfni" when one of `kernels` uses it (KernelDesc::gfni).
 std::string required_features(isa::IsaLevel level, const std::vector<KernelDesc>& kernels);
-// Whether the plan's cpu_features name `feature` (e.g. "gfni": its Q5_0 kernels use GFNI).
+// Whether the plan's cpu_features name `feature` (e.g. "gfni": its Q5_0 or Q5_K kernels use it).
 bool requires_feature(const PlanHeader& h, std::string_view feature);
 
 // The side file name for a plan path: "<plan file name>.weights".

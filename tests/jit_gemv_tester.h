@@ -5,7 +5,7 @@
 // output against the reference vec_dot of kernels/ref within a bound derived from spec §2.12,
 // bit-identical repeat runs, untouched guard elements around y, and the packed-layout
 // reference of kernels/pack.h. The descriptor's target has no GFNI; where the format's kernel
-// has a GFNI form and the host runs it (Q5_0), that one must give the same bits.
+// has a GFNI form and the host runs it (Q5_0, Q5_K), that one must give the same bits.
 #pragma once
 
 #include <gtest/gtest.h>

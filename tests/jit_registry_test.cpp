@@ -96,8 +96,8 @@ TEST(JitIsa, UserCapFromFlagAndEnvironment) {
   EXPECT_EQ(isa::resolve_target("scalar")->gfni, isa::host_features().gfni);
 }
 
-// GFNI (Target::gfni) reaches only the Q5_0 kernels and the Q5_K GEMV from AVX-512 VNNI up; elsewhere the flag is refused, and a host without GFNI never generates a kernel that
-// has it.
+// GFNI (Target::gfni) reaches only the Q5_0 kernels and the Q5_K GEMV from AVX-512 VNNI up;
+// elsewhere the flag is refused, and a host without GFNI never generates a kernel that has it.
 TEST(JitDesc, GfniOnlyWhereAKernelUsesIt) {
   for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Vnni,
                          IsaLevel::kAvx512Bf16, IsaLevel::kAmx})
