@@ -181,6 +181,7 @@ Status validate(const KernelDesc& d) {
     return Error{name + ": only the Q4_K GEMV and gate+up kernels (AVX2 and up), the AVX-512 VNNI "
                         "Q8_0, Q4_0, Q5_0 and Q5_K GEMVs and the AVX-512 F32, F16 and BF16 GEMVs stream "
                         "several row groups side by side"};
+  if (d.gfni > 1) return Error{name + ": GFNI flag " + std::to_string(d.gfni) + " is not 0 or 1"};
   if (d.gfni && !gfni_kernel(d.weight, d.isa, d.op))
     return Error{name + ": only the Q5_0 kernels and the Q5_K GEMV from AVX-512 VNNI up use GFNI"};
   if (d.version != kGeneratorVersion)

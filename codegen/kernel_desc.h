@@ -60,8 +60,9 @@ struct KernelDesc {
   uint8_t version = kGeneratorVersion;
   // The target has GFNI and the kernel uses it (gfni_kernel): bits are moved inside each byte
   // by affine transforms instead of shifts and masks (Q5_0's fifth bits, the last codes of a
-  // Q5_K sub-block).
-  bool gfni = false;
+  // Q5_K sub-block). 0 or 1; a byte rather than a bool, as plan files carry descriptors as raw
+  // bytes and any byte value must be readable before validate() refuses it.
+  uint8_t gfni = 0;
   // Bytes of weight stream per software-prefetched line; 0 = every line (same as 64).
   // Larger strides (a power of two up to 4096) exist for the AVX-512 row-per-lane kernels.
   uint16_t prefetch_stride = 0;

@@ -88,7 +88,9 @@ TEST(BenchModelCli, JsonHasRequiredFields) {
       const double waited = o["profile_barrier_wait_s"][phase].get<double>();
       EXPECT_GE(waited, 0.0) << phase;
       EXPECT_LE(waited, o[phase_s].get<double>()) << phase;
-      if (o["threads"].get<int>() == 1) EXPECT_EQ(waited, 0.0) << phase;
+      if (o["threads"].get<int>() == 1) {
+        EXPECT_EQ(waited, 0.0) << phase;
+      }
     }
     // Weight bytes per op kind: the products' repacked matrices, k_used experts for routed
     // ops. Their sum is the GGUF's active bytes give or take the layouts (the embedding row

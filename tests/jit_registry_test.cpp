@@ -251,6 +251,10 @@ TEST(JitDesc, Validation) {
   d = base_desc();
   d.row_block = 3;
   EXPECT_FALSE(validate(d).is_ok());
+  d = default_gemv_desc(GgmlType::Q5_0, 2048, {IsaLevel::kAvx512Vnni, Tuning::kZen5, true});
+  ASSERT_EQ(d.gfni, 1);
+  d.gfni = 2;  // plan files carry descriptors as raw bytes
+  EXPECT_NE(validate(d).message().find("GFNI flag 2 is not 0 or 1"), std::string::npos) << validate(d).message();
   d = base_desc();
   d.weight = GgmlType::IQ2_XS;
   EXPECT_FALSE(validate(d).is_ok());
