@@ -107,6 +107,12 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+// Whether `item` is one of the comma-separated names of `list`.
+bool listed(const std::string& list, std::string_view item) {
+  const std::vector<std::string> names = split_commas(list);
+  return std::find(names.begin(), names.end(), item) != names.end();
+}
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
@@ -168,10 +174,7 @@ std::string required_features(isa::IsaLevel level, const std::vector<KernelDesc>
   return s;
 }
 
-bool requires_feature(const PlanHeader& h, std::string_view feature) {
-  const std::vector<std::string> have = split_commas(h.cpu_features);
-  return std::find(have.begin(), have.end(), feature) != have.end();
-}
+bool requires_feature(const PlanHeader& h, std::string_view feature) { return listed(h.cpu_features, feature); }
 
 std::string default_weights_file(const std::string& plan_path) {
   return std::filesystem::path(plan_path).filename().string() + ".weights";
@@ -324,9 +327,8 @@ Status validate_fields(const PlanHeader& h, const std::string& where) {
   if (!level) return Error{where + ": target level: " + level.error()};
   Expected<isa::Tuning> tuning = isa::parse_tuning(h.target_tuning);
   if (!tuning) return Error{where + ": target tuning: " + tuning.error()};
-  const std::vector<std::string> have = split_commas(h.cpu_features);
   for (const std::string& need : split_commas(required_features(*level, h.kernels)))
-    if (std::find(have.begin(), have.end(), need) == have.end())
+    if (!listed(h.cpu_features, need))
       return Error{where + ": cpu_features '" + h.cpu_features + "' lack " + need + ", which target " +
                    h.target_level + (need == "gfni" ? "'s GFNI kernels need" : " needs")};
   if (h.n_threads < 1 || h.n_threads > 4096)
@@ -399,10 +401,10 @@ Status check_version_and_cpu(const PlanHeader& header, const isa::CpuFeatures& h
   if (header.version != kPlanVersion)
     return Error{"plan was made by plan format version " + std::to_string(header.version) +
                  ", this zenmoe reads version " + std::to_string(kPlanVersion) + " — recompile"};
-  const std::vector<std::string> have = split_commas(feature_list(host));
+  const std::string have = feature_list(host);
   std::vector<std::string> lacking;
   for (const std::string& need : split_commas(header.cpu_features))
-    if (std::find(have.begin(), have.end(), need) == have.end()) lacking.push_back(need);
+    if (!listed(have, need)) lacking.push_back(need);
   if (!lacking.empty())
     return Error{"plan was compiled for CPU features " + header.cpu_features + "; this CPU lacks " +
                  join(lacking) + " — recompile with --target host"};
