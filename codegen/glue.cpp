@@ -7,20 +7,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/hash.h"
+
 namespace zenmoe {
 
 bool operator==(const GlueDesc& a, const GlueDesc& b) { return std::memcmp(&a, &b, sizeof(GlueDesc)) == 0; }
 
-uint64_t glue_hash(const GlueDesc& d) {
-  unsigned char bytes[sizeof(GlueDesc)];
-  std::memcpy(bytes, &d, sizeof bytes);
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char b : bytes) {
-    h ^= b;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+uint64_t glue_hash(const GlueDesc& d) { return fnv1a(&d, sizeof d); }
 
 const char* glue_op_name(GlueOp op) {
   switch (op) {

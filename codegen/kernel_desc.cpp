@@ -2,22 +2,15 @@
 
 #include <cstring>
 
+#include "kernels/hash.h"
+
 namespace zenmoe {
 
 bool operator==(const KernelDesc& a, const KernelDesc& b) {
   return std::memcmp(&a, &b, sizeof(KernelDesc)) == 0;
 }
 
-uint64_t desc_hash(const KernelDesc& d) {
-  unsigned char bytes[sizeof(KernelDesc)];
-  std::memcpy(bytes, &d, sizeof bytes);
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char b : bytes) {
-    h ^= b;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+uint64_t desc_hash(const KernelDesc& d) { return fnv1a(&d, sizeof d); }
 
 const char* format_short_name(GgmlType t) {
   switch (t) {

@@ -14,15 +14,6 @@
 namespace zenmoe::plan {
 namespace detail {
 
-uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  for (size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
 void put_u32(std::string* out, uint32_t v) { out->append(reinterpret_cast<const char*>(&v), 4); }
 void put_u64(std::string* out, uint64_t v) { out->append(reinterpret_cast<const char*>(&v), 8); }
 uint32_t get_u32(const uint8_t* p) {
@@ -40,12 +31,11 @@ uint64_t get_u64(const uint8_t* p) {
 
 namespace {
 
-using detail::fnv1a;
 using json = nlohmann::json;
 
 // Length-prefixed hashing so ("ab","c") and ("a","bc") differ.
 struct Hasher {
-  uint64_t h = detail::kFnvBasis;
+  uint64_t h = kFnvBasis;
   void u64(uint64_t v) { h = fnv1a(&v, sizeof v, h); }
   void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
   void f64(double v) {

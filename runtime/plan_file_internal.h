@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "kernels/hash.h"
 #include "runtime/plan_file.h"
 
 namespace zenmoe::plan::detail {
@@ -14,9 +15,6 @@ inline constexpr char kPlanMagic[4] = {'Z', 'P', 'L', 'N'};
 inline constexpr char kWeightsMagic[4] = {'Z', 'P', 'L', 'W'};
 inline constexpr size_t kPlanHeaderBytes = 40;     // magic .. body_checksum
 inline constexpr size_t kWeightsHeaderBytes = 24;  // magic, version, weights_id, total bytes
-inline constexpr uint64_t kFnvBasis = 0xcbf29ce484222325ull;
-
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = kFnvBasis);
 
 // The JSON document of a header (everything except the kernel descriptors, which follow it
 // as raw bytes). Deterministic for a given header.
