@@ -137,6 +137,7 @@ TEST(WorkQueue, EveryUnitClaimedOnceAndIdleThreadsTakeOver) {
         std::vector<std::atomic<int>> claims(static_cast<size_t>(n));
         std::vector<int64_t> done(static_cast<size_t>(nth), 0);
         std::vector<int64_t> first(static_cast<size_t>(nth), -1);
+        std::atomic<int64_t> others{0};  // units the threads other than 0 claimed
         (*pool)->run([&](int tid) {
           for (Range r; q.next(tid, grain, r);) {
             EXPECT_LT(r.begin, r.end);
@@ -147,7 +148,14 @@ TEST(WorkQueue, EveryUnitClaimedOnceAndIdleThreadsTakeOver) {
             if (first[static_cast<size_t>(tid)] < 0) first[static_cast<size_t>(tid)] = r.begin;
             for (int64_t u = r.begin; u < r.end; ++u) claims[static_cast<size_t>(u)]++;
             done[static_cast<size_t>(tid)] += r.end - r.begin;
-            if (tid == 0 && nth > 1) usleep(200);  // a slow thread: the others take its units
+            if (tid != 0) others += r.end - r.begin;
+            if (tid == 0 && nth > 1) {  // a slow thread: the others take its units
+              usleep(200);
+              // On a loaded machine the others may not be running yet: where the checks below
+              // expect them to have taken some units, wait for that (up to 2 s), so the
+              // outcome does not depend on the scheduler.
+              for (int i = 0; i < 10000 && n >= 64 && others.load() == 0; ++i) usleep(200);
+            }
           }
         });
         for (int64_t u = 0; u < n; ++u)
