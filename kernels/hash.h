@@ -1,5 +1,7 @@
 // FNV-1a (64-bit) over raw bytes: the keys of the kernel and glue registries and the plan
-// file's checksums. Not a cryptographic hash; it only has to tell byte strings apart.
+// file's checksums. Not a cryptographic hash; it only has to tell byte strings apart. Plan
+// files store its values (checksums, the weights file's id), so changing it refuses every plan
+// written before.
 #pragma once
 
 #include <cstddef>
