@@ -35,8 +35,8 @@ void fix_up_checksums(std::vector<uint8_t>& b) {
   const uint64_t body = b.size() - detail::kPlanHeaderBytes;
   if (doc_n > body || kern_n != body - doc_n) return;
   const uint8_t* doc = b.data() + detail::kPlanHeaderBytes;
-  const uint64_t id = detail::fnv1a(doc, doc_n);
-  const uint64_t sum = detail::fnv1a(doc + doc_n, kern_n, id);
+  const uint64_t id = fnv1a(doc, doc_n);
+  const uint64_t sum = fnv1a(doc + doc_n, kern_n, id);
   std::memcpy(b.data() + 24, &id, 8);
   std::memcpy(b.data() + 32, &sum, 8);
 }
