@@ -146,28 +146,10 @@ void JitGemmBase::y_row(int t) {
 }
 
 void JitGemmBase::row_mask(int rows) {
-  // rax = first row of the group; mask = ((1 << hi) - 1) & ~((1 << lo) - 1), where lo and hi
-  // are the bounds of [r0, r1) inside the group's `rows` rows.
-  mov(rax, rGroup);
-  imul(rax, rax, rows);
-  mov(rcx, qword[rArgs + kGR0]);
-  sub(rcx, rax);
-  xor_(r11d, r11d);
-  cmp(rcx, 0);
-  cmovl(rcx, r11);
-  mov(rdx, qword[rArgs + kGR1]);
-  sub(rdx, rax);
-  mov(r11d, rows);
-  cmp(rdx, r11);
-  cmovg(rdx, r11);
-  mov(r11d, 1);
-  shlx(r11d, r11d, edx);
-  dec(r11d);
-  mov(edx, 1);
-  shlx(edx, edx, ecx);
-  dec(edx);
-  andn(r11d, edx, r11d);
-  kmovw(k2, r11d);
+  // rax = first row of the group; k2 = the lanes of [r0, r1) inside the group's `rows` rows.
+  static_assert(kGR0 == kArgR0 && kGR1 == kArgR1, "GemmCall and GemvCall keep r0 and r1 at the same offsets");
+  group_row_bounds(rArgs, rGroup, rows);
+  lanes_mask_k2();
   // r9 = bytes between output rows, r8 = y + first row, r10 = &alpha[t0].
   mov(r9, qword[rArgs + kGYStride]);
   shl(r9, 2);

@@ -160,12 +160,9 @@ void JitKernelBase::stream_groups(int streams, int64_t group_stride, const Reg64
   L(done);
 }
 
-void JitKernelBase::write_rows(const Reg64& args, const Reg64& group, int row_block,
-                               const Address& tmp_base, bool accumulate) {
-  Label loop, done;
-  // rax = first row of the group, rcx = first index to write, rdx = end index.
+void JitKernelBase::group_row_bounds(const Reg64& args, const Reg64& group, int rows) {
   mov(rax, group);
-  imul(rax, rax, row_block);
+  imul(rax, rax, rows);
   mov(rcx, qword[args + kArgR0]);
   sub(rcx, rax);
   xor_(r11d, r11d);
@@ -173,9 +170,28 @@ void JitKernelBase::write_rows(const Reg64& args, const Reg64& group, int row_bl
   cmovl(rcx, r11);
   mov(rdx, qword[args + kArgR1]);
   sub(rdx, rax);
-  mov(r11d, row_block);
+  mov(r11d, rows);
   cmp(rdx, r11);
   cmovg(rdx, r11);
+}
+
+void JitKernelBase::lanes_mask_k2() {
+  // ((1 << hi) - 1) & ~((1 << lo) - 1)
+  mov(r11d, 1);
+  shlx(r11d, r11d, edx);
+  dec(r11d);
+  mov(edx, 1);
+  shlx(edx, edx, ecx);
+  dec(edx);
+  andn(r11d, edx, r11d);
+  kmovw(k2, r11d);
+}
+
+void JitKernelBase::write_rows(const Reg64& args, const Reg64& group, int row_block,
+                               const Address& tmp_base, bool accumulate) {
+  Label loop, done;
+  // rax = first row of the group, rcx = first index to write, rdx = end index.
+  group_row_bounds(args, group, row_block);
   mov(r11, qword[args + kArgY]);
   lea(r11, ptr[r11 + rax * 4]);
   lea(rax, tmp_base);
@@ -199,28 +215,9 @@ void JitKernelBase::write_rows(const Reg64& args, const Reg64& group, int row_bl
 
 void JitKernelBase::store_lanes(const Reg64& args, const Reg64& group, int row_block, const Zmm& acc,
                                 const Zmm& tmp, bool accumulate) {
-  // rax = first row of the group; rcx = lo, rdx = hi (lane bounds inside the group).
-  mov(rax, group);
-  imul(rax, rax, row_block);
-  mov(rcx, qword[args + kArgR0]);
-  sub(rcx, rax);
-  xor_(r11d, r11d);
-  cmp(rcx, 0);
-  cmovl(rcx, r11);
-  mov(rdx, qword[args + kArgR1]);
-  sub(rdx, rax);
-  mov(r11d, row_block);
-  cmp(rdx, r11);
-  cmovg(rdx, r11);
-  // mask = ((1 << hi) - 1) & ~((1 << lo) - 1)
-  mov(r11d, 1);
-  shlx(r11d, r11d, edx);
-  dec(r11d);
-  mov(edx, 1);
-  shlx(edx, edx, ecx);
-  dec(edx);
-  andn(r11d, edx, r11d);
-  kmovw(k2, r11d);
+  // rax = first row of the group; k2 = the lanes inside [r0, r1).
+  group_row_bounds(args, group, row_block);
+  lanes_mask_k2();
   mov(r11, qword[args + kArgY]);
   lea(r11, ptr[r11 + rax * 4]);
   if (accumulate) {

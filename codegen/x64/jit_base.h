@@ -58,6 +58,11 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
   // group = r0 / R and group_end = ceil(r1 / R), from the call record in `args`.
   void group_bounds(const Xbyak::Reg64& args, int row_block, const Xbyak::Reg64& group,
                     const Xbyak::Reg64& group_end);
+  // rax = group * rows (the group's first row); rcx, rdx = the bounds of the call's [r0, r1)
+  // (read at args + kArgR0 / kArgR1) inside the group, clamped to [0, rows]. Clobbers r11.
+  void group_row_bounds(const Xbyak::Reg64& args, const Xbyak::Reg64& group, int rows);
+  // k2 = lanes [rcx, rdx) as group_row_bounds leaves them. Clobbers rdx and r11.
+  void lanes_mask_k2();
   // Copies tmp[i] (floats at `tmp`) to y[group*R + i] for the rows of this group inside
   // [r0, r1); with `accumulate`, y += alpha * tmp. Clobbers rax, rcx, rdx, r11, xmm0, xmm1, xmm2.
   void write_rows(const Xbyak::Reg64& args, const Xbyak::Reg64& group, int row_block,
