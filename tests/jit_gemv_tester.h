@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "codegen/registry.h"
@@ -111,12 +112,17 @@ inline uint32_t bits(float f) {
 
 }  // namespace detail
 
-inline void fill_q4k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
+// Q4_K and Q5_K super-blocks (Q5_K with its fifth bits): the same scale, min and code patterns.
+template <typename Block>
+inline void fill_kquant(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
+  constexpr bool kFifth = std::is_same_v<Block, BlockQ5_K>;
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(0.0005f, 0.05f);
   for (int64_t i = 0; i < nb; ++i) {
-    BlockQ4_K b{};
+    Block b{};
     for (auto& q : b.qs) q = static_cast<uint8_t>(byte(rng));
+    if constexpr (kFifth)
+      for (auto& q : b.qh) q = static_cast<uint8_t>(byte(rng));
     for (auto& s : b.scales) s = static_cast<uint8_t>(byte(rng));
     b.d = ref::fp32_to_fp16(scale(rng));
     b.dmin = ref::fp32_to_fp16(scale(rng));
@@ -125,6 +131,8 @@ inline void fill_q4k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
       case Data::kZeroScales: b.d = 0; b.dmin = 0; break;
       case Data::kExtreme:
         for (auto& q : b.qs) q = 0xFF;
+        if constexpr (kFifth)
+          for (auto& q : b.qh) q = 0xFF;  // every code 31
         for (auto& s : b.scales) s = 0xFF;
         // Alternate the largest normal f16 with the smallest subnormal.
         b.d = (i % 2) ? 0x7BFF : 0x0001;
@@ -132,6 +140,8 @@ inline void fill_q4k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
         break;
       case Data::kAdversarial:
         for (auto& q : b.qs) q = 0xFF;
+        if constexpr (kFifth)
+          for (size_t l = 0; l < sizeof b.qh; ++l) b.qh[l] = (l % 2) ? 0xFF : 0x00;  // 15 and 31 mixed
         b.dmin = 0;
         break;
       case Data::kExact:
@@ -140,8 +150,12 @@ inline void fill_q4k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
         b.dmin = 0x3800;  // 0.5
         break;
     }
-    std::memcpy(out + i * sizeof(BlockQ4_K), &b, sizeof b);
+    std::memcpy(out + i * sizeof(Block), &b, sizeof b);
   }
+}
+
+inline void fill_q4k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
+  fill_kquant<BlockQ4_K>(data, rng, nb, out);
 }
 
 // Q8_0 (int8 codes), Q4_0 (nibbles) and Q5_0 (fifth bits, then nibbles) blocks of 32.
@@ -230,38 +244,7 @@ inline int q5k_code(const BlockQ5_K& b, int w) {
 }
 
 inline void fill_q5k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.0005f, 0.05f);
-  for (int64_t i = 0; i < nb; ++i) {
-    BlockQ5_K b{};
-    for (auto& q : b.qs) q = static_cast<uint8_t>(byte(rng));
-    for (auto& q : b.qh) q = static_cast<uint8_t>(byte(rng));
-    for (auto& s : b.scales) s = static_cast<uint8_t>(byte(rng));
-    b.d = ref::fp32_to_fp16(scale(rng));
-    b.dmin = ref::fp32_to_fp16(scale(rng));
-    switch (data) {
-      case Data::kRandom: break;
-      case Data::kZeroScales: b.d = 0; b.dmin = 0; break;
-      case Data::kExtreme:
-        for (auto& q : b.qs) q = 0xFF;
-        for (auto& q : b.qh) q = 0xFF;  // every code 31
-        for (auto& s : b.scales) s = 0xFF;
-        b.d = (i % 2) ? 0x7BFF : 0x0001;
-        b.dmin = (i % 3) ? 0x0001 : 0x7BFF;
-        break;
-      case Data::kAdversarial:
-        for (auto& q : b.qs) q = 0xFF;
-        for (size_t l = 0; l < sizeof b.qh; ++l) b.qh[l] = (l % 2) ? 0xFF : 0x00;  // 15 and 31 mixed
-        b.dmin = 0;
-        break;
-      case Data::kExact:
-        for (int k = 0; k < 12; ++k) b.scales[k] &= (k < 8 ? 0x03 : 0x33);
-        b.d = 0x3C00;
-        b.dmin = 0x3800;
-        break;
-    }
-    std::memcpy(out + i * sizeof(BlockQ5_K), &b, sizeof b);
-  }
+  fill_kquant<BlockQ5_K>(data, rng, nb, out);
 }
 
 inline double q5k_terms(const uint8_t* wrow, const uint8_t* x, int64_t nb) {
