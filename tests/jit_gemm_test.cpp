@@ -119,8 +119,8 @@ void GemmTester::make_activations(std::mt19937& rng, int64_t xs, std::vector<uin
 double GemmTester::bound(const uint8_t* wrow, const uint8_t* x) const {
   const double u = std::ldexp(1.0, -24);
   switch (format_) {
-    case GgmlType::Q4_K: return 2.0 * double(cols_ / kQK_K + 14) * u * testing::q4k_terms(wrow, x, cols_ / kQK_K);
-    case GgmlType::Q5_K: return 2.0 * double(cols_ / kQK_K + 14) * u * testing::q5k_terms(wrow, x, cols_ / kQK_K);
+    case GgmlType::Q4_K: return 2.0 * double(cols_ / kQK_K + 14) * u * testing::kquant_terms<BlockQ4_K>(wrow, x, cols_ / kQK_K);
+    case GgmlType::Q5_K: return 2.0 * double(cols_ / kQK_K + 14) * u * testing::kquant_terms<BlockQ5_K>(wrow, x, cols_ / kQK_K);
     case GgmlType::Q6_K: return 2.0 * double(cols_ / kQK_K + 14) * u * testing::q6k_terms(wrow, x, cols_ / kQK_K);
     default: return 2.0 * double(cols_ / kQK + 14) * u * testing::q32_terms(format_, wrow, x, cols_ / kQK);
   }

@@ -247,31 +247,6 @@ inline void fill_q5k(Data data, std::mt19937& rng, int64_t nb, uint8_t* out) {
   fill_kquant<BlockQ5_K>(data, rng, nb, out);
 }
 
-inline double q5k_terms(const uint8_t* wrow, const uint8_t* x, int64_t nb) {
-  double T = 0.0;
-  for (int64_t b = 0; b < nb; ++b) {
-    BlockQ5_K w;
-    BlockQ8_K a;
-    std::memcpy(&w, wrow + b * sizeof w, sizeof w);
-    std::memcpy(&a, x + b * sizeof a, sizeof a);
-    double ts = 0.0, tm = 0.0;
-    for (int s = 0; s < 8; ++s) {
-      int sc, m;
-      detail::q4k_scale_min(w.scales, s, &sc, &m);
-      double qs = 0.0, xs = 0.0;
-      for (int i = 32 * s; i < 32 * s + 32; ++i) {
-        qs += std::abs(q5k_code(w, i) * a.qs[i]);
-        xs += std::abs(a.qs[i]);
-      }
-      ts += sc * qs;
-      tm += m * xs;
-    }
-    T += std::abs(double(a.d)) * (std::abs(double(ref::fp16_to_fp32(w.d))) * ts +
-                                  std::abs(double(ref::fp16_to_fp32(w.dmin))) * tm);
-  }
-  return T;
-}
-
 inline float plain_sample(Data data, std::mt19937& rng, int64_t i) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   switch (data) {
@@ -328,11 +303,12 @@ inline void GemvTester::make_activations(std::mt19937& rng, std::vector<uint8_t>
   }
 }
 
-// T = the sum of |every float term| the kernel adds, for the bound below.
-inline double q4k_terms(const uint8_t* wrow, const uint8_t* x, int64_t nb) {
+// T = the sum of |every float term| the kernel adds, for the bound below (Q4_K and Q5_K).
+template <typename Block>
+inline double kquant_terms(const uint8_t* wrow, const uint8_t* x, int64_t nb) {
   double T = 0.0;
   for (int64_t b = 0; b < nb; ++b) {
-    BlockQ4_K w;
+    Block w;
     BlockQ8_K a;
     std::memcpy(&w, wrow + b * sizeof w, sizeof w);
     std::memcpy(&a, x + b * sizeof a, sizeof a);
@@ -342,7 +318,12 @@ inline double q4k_terms(const uint8_t* wrow, const uint8_t* x, int64_t nb) {
       detail::q4k_scale_min(w.scales, s, &sc, &m);
       double qs = 0.0, xs = 0.0;
       for (int i = 32 * s; i < 32 * s + 32; ++i) {
-        qs += std::abs(detail::q4k_code(w, i) * a.qs[i]);
+        int code;
+        if constexpr (std::is_same_v<Block, BlockQ5_K>)
+          code = q5k_code(w, i);
+        else
+          code = detail::q4k_code(w, i);
+        qs += std::abs(code * a.qs[i]);
         xs += std::abs(a.qs[i]);
       }
       ts += sc * qs;
@@ -399,8 +380,8 @@ inline double plain_terms(GgmlType f, const uint8_t* wrow, const uint8_t* x, int
 inline double GemvTester::error_bound(const uint8_t* wrow, const uint8_t* x) const {
   const double u = std::ldexp(1.0, -24);
   switch (format_) {
-    case GgmlType::Q4_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q4k_terms(wrow, x, cols_ / kQK_K);
-    case GgmlType::Q5_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q5k_terms(wrow, x, cols_ / kQK_K);
+    case GgmlType::Q4_K: return 2.0 * double(cols_ / kQK_K + 14) * u * kquant_terms<BlockQ4_K>(wrow, x, cols_ / kQK_K);
+    case GgmlType::Q5_K: return 2.0 * double(cols_ / kQK_K + 14) * u * kquant_terms<BlockQ5_K>(wrow, x, cols_ / kQK_K);
     case GgmlType::Q6_K: return 2.0 * double(cols_ / kQK_K + 14) * u * q6k_terms(wrow, x, cols_ / kQK_K);
     case GgmlType::Q8_0: case GgmlType::Q4_0: case GgmlType::Q5_0:
       return 2.0 * double(cols_ / kQK + 14) * u * q32_terms(format_, wrow, x, cols_ / kQK);
