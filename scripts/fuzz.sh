@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader and the plan file reader: bash scripts/fuzz.sh [SECONDS=60]
-# SECONDS is the total: two thirds for the GGUF reader, the rest for the plan reader.
-# Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the libraries get coverage
-# instrumentation too), writes a seed corpus (writer-made files and files built from the
-# oracle model's metadata) into build/fuzz/corpus, runs the fuzzer, and fails on any finding.
-# A crashing input is copied to tests/fuzz/regressions/ (GGUF) or tests/fuzz/regressions-plan/
-# (plan) so the regression tests replay it.
+# Fuzzes the GGUF reader, the plan file reader and the tokenizer: bash scripts/fuzz.sh [SECONDS=60]
+# SECONDS is the total: half for the GGUF reader, a quarter each for the plan reader and the
+# tokenizer. Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the libraries get
+# coverage instrumentation too), writes seed corpora (writer-made files, files built from the
+# oracle model's metadata, tokenizer vocabularies) under build/fuzz, runs the fuzzers, and
+# fails on any finding. A crashing input is copied to tests/fuzz/regressions/ (GGUF),
+# tests/fuzz/regressions-plan/ (plan) or tests/fuzz/regressions-tokenizer/ (tokenizer) so the
+# regression tests replay it.
 set -euo pipefail
 TOTAL_SECS=${1:-60}
-SECS=$(( TOTAL_SECS * 2 / 3 ))
-PLAN_SECS=$(( TOTAL_SECS - SECS ))
+SECS=$(( TOTAL_SECS / 2 ))
+PLAN_SECS=$(( (TOTAL_SECS - SECS) / 2 ))
+TOK_SECS=$(( TOTAL_SECS - SECS - PLAN_SECS ))
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=build/fuzz
@@ -23,7 +25,7 @@ mkdir -p "$BUILD"
 if ! { CC=clang-19 CXX=clang++-19 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
          -DZENMOE_SANITIZE=ON -DZENMOE_FUZZ=ON -DZENMOE_BUILD_BENCH=OFF \
          -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" &&
-       cmake --build "$BUILD" -j "$JOBS" --target fuzz_gguf fuzz_plan; } >"$BUILD_LOG" 2>&1; then
+       cmake --build "$BUILD" -j "$JOBS" --target fuzz_gguf fuzz_plan fuzz_tokenizer; } >"$BUILD_LOG" 2>&1; then
   tail -n 60 "$BUILD_LOG" >&2
   echo "fuzz: the fuzz build failed (log: $BUILD_LOG)" >&2
   exit 1
@@ -93,3 +95,15 @@ if ! run_fuzzer "plan file reader" "$PLAN_BIN" "$PLAN_CORPUS" tests/fuzz/regress
   exit 1
 fi
 echo "fuzz (plan): no findings in ${PLAN_SECS}s"
+
+# The tokenizer: seeds are vocabularies and texts the target writes (tests/fuzz/tokenizer_property.h).
+TOK_BIN=$(fuzzer_bin fuzz_tokenizer)
+TOK_CORPUS="$BUILD/corpus-tokenizer"
+mkdir -p "$TOK_CORPUS" tests/fuzz/regressions-tokenizer
+ZENMOE_FUZZ_SEED_DIR="$TOK_CORPUS" "$TOK_BIN" -runs=0 "$TOK_CORPUS" >/dev/null 2>&1
+if ! run_fuzzer "tokenizer" "$TOK_BIN" "$TOK_CORPUS" tests/fuzz/regressions-tokenizer "$TOK_SECS" 4096 \
+  "$BUILD/fuzz-tokenizer.log"; then
+  echo "fuzz (tokenizer): FAILED" >&2
+  exit 1
+fi
+echo "fuzz (tokenizer): no findings in ${TOK_SECS}s"

@@ -6,13 +6,16 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/tokenizer.h"
 #include "runtime/tokenizer_hf.h"
 #include "runtime/tokenizer_pretok.h"
 #include "runtime/tokenizer_unicode.h"
+#include "tests/fuzz/tokenizer_property.h"
 
 namespace zenmoe::tok {
 namespace {
@@ -322,6 +325,24 @@ TEST(TokenizerHf, ClearErrors) {
   Status tok = hf_tokenizer_to_metadata(good, cfg, &md);
   ASSERT_FALSE(tok.is_ok());
   EXPECT_NE(tok.message().find("'<nope>' is not a token"), std::string::npos) << tok.message();
+}
+
+// The tokenizer fuzzer's seeds and every input kept in tests/fuzz/regressions-tokenizer/
+// (fuzzer findings and hand-made vocabularies) keep its properties (tests/fuzz/tokenizer_property.h):
+// ids inside the vocabulary and decode(encode(text)) == text.
+TEST(TokenizerFuzzInputs, SeedsAndKeptInputsRoundTrip) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  const auto seeds = fuzz::tokenizer_fuzz_seeds();
+  for (size_t i = 0; i < seeds.size(); ++i) inputs.emplace_back("seed " + std::to_string(i), seeds[i]);
+  const fs::path dir = fs::path(ZENMOE_SOURCE_DIR) / "tests" / "fuzz" / "regressions-tokenizer";
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    inputs.emplace_back(e.path().filename().string(), std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  ASSERT_GE(inputs.size(), seeds.size() + 2);
+  for (const auto& [name, bytes] : inputs)
+    EXPECT_EQ(fuzz::check_tokenizer_input(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), "") << name;
 }
 
 }  // namespace
