@@ -43,7 +43,7 @@ mkdir -p "$ARTIFACTS"
 
 # run_fuzzer LABEL BIN CORPUS REGRESSIONS SECONDS MAX_LEN LOG: runs BIN over CORPUS and the
 # kept regressions; on a finding or a failure prints the log's end, keeps each crashing input
-# in REGRESSIONS and exits 1.
+# in REGRESSIONS and returns 1.
 run_fuzzer() {
   local label=$1 bin=$2 corpus=$3 regressions=$4 secs=$5 max_len=$6 log=$7 rc found f
   echo "fuzzing the $label for ${secs}s"
