@@ -31,21 +31,20 @@ if ! { CC=clang-19 CXX=clang++-19 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_
   exit 1
 fi
 
-# The fuzzer binary named $1, wherever the generator put it.
-fuzzer_bin() {
-  local bin="$BUILD/tests/$1"
-  [ -x "$bin" ] || bin=$(find "$BUILD" -name "$1" -type f -perm -u+x | head -n1)
-  echo "$bin"
-}
-
 ARTIFACTS="$BUILD/artifacts"
 mkdir -p "$ARTIFACTS"
 
-# run_fuzzer LABEL BIN CORPUS REGRESSIONS SECONDS MAX_LEN LOG: runs BIN over CORPUS and the
-# kept regressions; on a finding or a failure prints the log's end, keeps each crashing input
-# in REGRESSIONS and returns 1.
-run_fuzzer() {
-  local label=$1 bin=$2 corpus=$3 regressions=$4 secs=$5 max_len=$6 log=$7 rc found f
+# fuzz_target TARGET LABEL TAG CORPUS REGRESSIONS SECONDS MAX_LEN LOG: the target writes its
+# seeds into CORPUS, then fuzzes CORPUS and the kept regressions for SECONDS. On a finding or
+# a failure: prints the log's end, keeps each crashing input in REGRESSIONS and ends the script.
+fuzz_target() {
+  local target=$1 label=$2 tag=$3 corpus=$4 regressions=$5 secs=$6 max_len=$7 log=$8 bin rc found f
+  bin="$BUILD/tests/$target"
+  [ -x "$bin" ] || bin=$(find "$BUILD" -name "$target" -type f -perm -u+x | head -n1)
+  mkdir -p "$corpus" "$regressions"
+  # Writing the seeds also runs them: a seed that fails is left for the run below to report.
+  ZENMOE_FUZZ_SEED_DIR="$corpus" ZENMOE_FUZZ_ORACLE_DIR="$ORACLE" "$bin" -runs=0 -artifact_prefix="$ARTIFACTS/" \
+    "$corpus" >/dev/null 2>&1 || true
   echo "fuzzing the $label for ${secs}s"
   rm -f "$ARTIFACTS"/*
   set +e
@@ -62,48 +61,23 @@ run_fuzzer() {
       cp "$f" "$regressions/$(basename "$f")"
       echo "kept $(basename "$f") in $regressions/" >&2
     done
-    echo "$label: fuzzer exit $rc, $found finding(s)" >&2
-    return 1
+    echo "$tag: FAILED (fuzzer exit $rc, $found finding(s))" >&2
+    exit 1
   fi
   grep -E "stat::number_of_executed_runs|cov:" "$log" | tail -n 2
+  echo "$tag: no findings in ${secs}s"
 }
 
 # The GGUF reader. Seeds: writer-made files (written by the fuzzer binary itself) and the
 # oracle files cut down to their metadata and tensor-info sections (their data would only
 # slow the fuzzer).
-BIN=$(fuzzer_bin fuzz_gguf)
-CORPUS="$BUILD/corpus"
-mkdir -p "$CORPUS"
-ZENMOE_FUZZ_SEED_DIR="$CORPUS" ZENMOE_FUZZ_ORACLE_DIR="$ORACLE" "$BIN" -runs=0 "$CORPUS" \
-  >/dev/null 2>&1
-head -c 17344 "$ORACLE/tiny-q4ks.gguf" >"$CORPUS/oracle-q4ks-head.gguf"
-head -c 4096 "$ORACLE/tiny-f16.gguf" >"$CORPUS/oracle-f16-head.gguf"
-if ! run_fuzzer "GGUF reader" "$BIN" "$CORPUS" tests/fuzz/regressions "$SECS" 24576 "$BUILD/fuzz.log"; then
-  echo "fuzz: FAILED" >&2
-  exit 1
-fi
-echo "fuzz: no findings in ${SECS}s"
-
-# The plan file reader: seeds are plans written by the writer (the target writes them).
-PLAN_BIN=$(fuzzer_bin fuzz_plan)
-PLAN_CORPUS="$BUILD/corpus-plan"
-mkdir -p "$PLAN_CORPUS" tests/fuzz/regressions-plan
-ZENMOE_FUZZ_SEED_DIR="$PLAN_CORPUS" "$PLAN_BIN" -runs=0 "$PLAN_CORPUS" >/dev/null 2>&1
-if ! run_fuzzer "plan file reader" "$PLAN_BIN" "$PLAN_CORPUS" tests/fuzz/regressions-plan "$PLAN_SECS" 8192 \
-  "$BUILD/fuzz-plan.log"; then
-  echo "fuzz (plan): FAILED" >&2
-  exit 1
-fi
-echo "fuzz (plan): no findings in ${PLAN_SECS}s"
-
-# The tokenizer: seeds are vocabularies and texts the target writes (tests/fuzz/tokenizer_property.h).
-TOK_BIN=$(fuzzer_bin fuzz_tokenizer)
-TOK_CORPUS="$BUILD/corpus-tokenizer"
-mkdir -p "$TOK_CORPUS" tests/fuzz/regressions-tokenizer
-ZENMOE_FUZZ_SEED_DIR="$TOK_CORPUS" "$TOK_BIN" -runs=0 "$TOK_CORPUS" >/dev/null 2>&1
-if ! run_fuzzer "tokenizer" "$TOK_BIN" "$TOK_CORPUS" tests/fuzz/regressions-tokenizer "$TOK_SECS" 4096 \
-  "$BUILD/fuzz-tokenizer.log"; then
-  echo "fuzz (tokenizer): FAILED" >&2
-  exit 1
-fi
-echo "fuzz (tokenizer): no findings in ${TOK_SECS}s"
+mkdir -p "$BUILD/corpus"
+head -c 17344 "$ORACLE/tiny-q4ks.gguf" >"$BUILD/corpus/oracle-q4ks-head.gguf"
+head -c 4096 "$ORACLE/tiny-f16.gguf" >"$BUILD/corpus/oracle-f16-head.gguf"
+fuzz_target fuzz_gguf "GGUF reader" "fuzz" "$BUILD/corpus" tests/fuzz/regressions "$SECS" 24576 "$BUILD/fuzz.log"
+# The plan file reader: seeds are plans written by the writer.
+fuzz_target fuzz_plan "plan file reader" "fuzz (plan)" "$BUILD/corpus-plan" tests/fuzz/regressions-plan \
+  "$PLAN_SECS" 8192 "$BUILD/fuzz-plan.log"
+# The tokenizer: seeds are vocabularies and texts (tests/fuzz/tokenizer_property.h).
+fuzz_target fuzz_tokenizer "tokenizer" "fuzz (tokenizer)" "$BUILD/corpus-tokenizer" tests/fuzz/regressions-tokenizer \
+  "$TOK_SECS" 4096 "$BUILD/fuzz-tokenizer.log"
