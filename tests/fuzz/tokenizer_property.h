@@ -29,10 +29,12 @@ namespace zenmoe::fuzz {
 
 inline size_t tokenizer_id16(const uint8_t* p) { return static_cast<size_t>(p[0] | p[1] << 8); }
 
-// "" when the input keeps every property above, else what broke.
-inline std::string check_tokenizer_input(const uint8_t* data, size_t size) {
+// "" when the input keeps every property above, else what broke. *n_ids (when given) is the
+// number of ids the text encoded to, or -1 when the input built no tokenizer.
+inline std::string check_tokenizer_input(const uint8_t* data, size_t size, int64_t* n_ids = nullptr) {
   using namespace zenmoe::tok;
   static const char* const kPre[] = {"default", "deepseek-v3", "kimi-k2", "qwen2"};
+  if (n_ids != nullptr) *n_ids = -1;
   if (size < 2) return "";
   Vocabulary v;
   v.pre = kPre[data[0] % 4];
@@ -74,6 +76,7 @@ inline std::string check_tokenizer_input(const uint8_t* data, size_t size) {
   if (!tk) return "";
   std::vector<int32_t> ids;
   tk->encode(text, /*add_special=*/false, parse_special, &ids);
+  if (n_ids != nullptr) *n_ids = static_cast<int64_t>(ids.size());
   std::string pieces;
   for (int32_t id : ids) {
     if (id < 0 || id >= tk->n_vocab()) return "id " + std::to_string(id) + " outside the vocabulary";
