@@ -140,8 +140,8 @@ TuningHints tuning_hints(Tuning t) {
   h.tuning = t;
   h.full_width_512 = t == Tuning::kZen5;
   // The base distance ahead of the weight stream, measured on the development host (1-16 KiB
-  // swept; codegen/kernel_desc.cpp scales it per format, and sets Q4_K's own on Zen 5, where
-  // it was measured). Not yet measured on Zen 4 hardware, so every tuning starts from the same
+  // swept; codegen/kernel_desc.cpp scales it per format, and sets Q4_K's own on Zen 5 and
+  // Q4_K's and Q5_K's on Zen 4, where they were measured). Every tuning starts from the same
   // distance; the descriptor carries it so a tuned value changes the kernel key.
   h.prefetch_distance = 4096;
   return h;

@@ -85,6 +85,14 @@ bool zen5_avx512(isa::Target target) {
   return target.tuning == isa::Tuning::kZen5 && target.level >= isa::IsaLevel::kAvx512;
 }
 
+// Zen 4 tuning at an AVX-512 level, for the K-quant GEMVs that stream super-block records (Q4_K
+// and Q5_K): 2 streams, prefetchnta, and their own distances (gemv_streams, prefetch_hint,
+// prefetch_distance).
+bool zen4_kquant_stream(GgmlType weight, isa::Target target) {
+  return target.tuning == isa::Tuning::kZen4 && target.level >= isa::IsaLevel::kAvx512 &&
+         (weight == GgmlType::Q4_K || weight == GgmlType::Q5_K);
+}
+
 // The AVX-512 row-per-lane GEMVs that prefetch every line 4 KiB ahead instead of one line per
 // KiB (see prefetch_stride): all of them on the generic tuning (CPUs other than Zen 4 / Zen 5),
 // and Q5_0 on Zen 5.
@@ -204,7 +212,7 @@ KernelDesc default_gemv_desc(GgmlType weight, int32_t cols, isa::Target target, 
   d.prefetch = prefetch_distance(weight, target);
   d.prefetch_stride = static_cast<uint16_t>(prefetch_stride(weight, target));
   d.streams = static_cast<uint8_t>(gemv_streams(weight, op, target));
-  if (d.prefetch > 0) d.prefetch_hint = prefetch_hint(target);
+  if (d.prefetch > 0) d.prefetch_hint = prefetch_hint(weight, target);
   d.gfni = target.gfni && gfni_kernel(weight, d.isa, op);
   return d;
 }
@@ -214,7 +222,7 @@ bool gfni_kernel(GgmlType weight, isa::IsaLevel level, KernelOp op) {
   return weight == GgmlType::Q5_0 || (weight == GgmlType::Q5_K && !is_gemm(op) && op != KernelOp::kGateUpSwiglu);
 }
 
-PrefetchHint prefetch_hint(isa::Target target) {
+PrefetchHint prefetch_hint(GgmlType weight, isa::Target target) {
   // Zen 5 (EPYC, family 1Ah) at AVX-512 levels: prefetchnta against prefetcht0, the same
   // distances and strides. bench model (bench preset plan, 1-token prompt, 64 decoded, two
   // binaries alternated, three rounds): 120.4-122.6 tok/s against 105.6-108.9 at 1 thread
@@ -223,7 +231,9 @@ PrefetchHint prefetch_hint(isa::Target target) {
   // kernels in the L2 and L3 regimes (the same weights read again and again) moved with the
   // host's load, 71-96 GB/s for Q4_K either way, not with the hint. Other targets were not
   // measured and keep prefetcht0.
-  return zen5_avx512(target) ? PrefetchHint::kNta : PrefetchHint::kT0;
+  // Zen 4 (EPYC, family 19h): Q4_K and Q5_K take prefetchnta with their 2 streams and
+  // distances (see gemv_streams); the other formats keep prefetcht0.
+  return zen5_avx512(target) || zen4_kquant_stream(weight, target) ? PrefetchHint::kNta : PrefetchHint::kT0;
 }
 
 int gemv_streams(GgmlType weight, KernelOp op, isa::Target target) {
@@ -256,8 +266,22 @@ int gemv_streams(GgmlType weight, KernelOp op, isa::Target target) {
   // - Kimi and bench expert shapes, two rounds: F16 96-98 % against 86-91 % at 1 thread and
   //   86-92 % against 77-87 % at 2; Q8_0 98-101 % against 88-98 % at 1 thread; Q4_0 85-93 %
   //   against 81-90 %; BF16 and F32 even (93-117 % either way).
+  // Zen 4 (EPYC, family 19h) at AVX-512 levels: Q4_K and Q5_K with 2 streams and prefetchnta
+  // against the 4 streams, prefetcht0, 4096 bytes ahead they had (bench kernels, DRAM regime, 1
+  // thread, fractions of the read probe; three rounds in turn, every pair the same way):
+  // - Q4_K, 1024 bytes ahead: GEMV and fused gate/up at the bench expert, bench dense and Kimi
+  //   expert down shapes 87-101 % against 50-64 %; 1536 ahead 83-97 %, 2048 ahead 78-90 %, one
+  //   stream 1024 ahead 64-92 %. bench model (bench preset plan, 1-token prompt, 64 decoded, the
+  //   variants in turn, medians of four or five runs): decode 92.7-97.1 tok/s at 1 thread
+  //   (82-83 % of the probe) against 58-62 (57-59 %); 512, 768 and 896 bytes ahead 74-78 %, 1280 and
+  //   1536 76-83 %, 2048 73 %, 3072 (Zen 5's) 68-72 %; 4 streams 1024 ahead 79 %, 512 ahead 62 %;
+  //   prefetcht0 instead of prefetchnta within the noise (80.6-81.4 %).
+  // - Q5_K, 2048 bytes ahead (bench dense down and Kimi expert gate shapes): 84-89 % against
+  //   43-45 %; 1024 ahead 73-77 %, 4096 ahead 71-74 %, one stream 4096 ahead 73-78 %.
+  // The block32 and plain formats stay at 4 streams: Q8_0, Q5_0 and BF16 with 2 streams (either
+  // hint) were within the noise or lower (Kimi and bench expert gate shapes, two rounds).
   if (!multi_stream_kernel(weight, op, target.level)) return 1;
-  return zen5_avx512(target) ? 2 : 4;
+  return zen5_avx512(target) || zen4_kquant_stream(weight, target) ? 2 : 4;
 }
 
 int prefetch_stride(GgmlType weight, isa::Target target) {
@@ -322,7 +346,11 @@ int prefetch_distance(GgmlType weight, isa::Target target) {
   //   and Q4_0 gained nothing, so they keep theirs. With 2 streams (gemv_streams) the same
   //   bytes in flight, 3072 per stream, beat 1024, 1536, 2048 and 4096.
   if (prefetch_stride(weight, target) > 64) return 16384;
+  // - Zen 4 (family 19h), Q4_K and Q5_K from AVX-512 up: 1024 and 2048 bytes ahead with 2
+  //   streams and prefetchnta (measured with them; see gemv_streams). Q6_K on Zen 4 kept its
+  //   8 KiB: 4096 and 2048 bytes ahead read 57-71 % and 51-52 % of the probe against 80-85 %.
   if (weight == GgmlType::Q4_K && zen5_avx512(target)) return 3072;
+  if (zen4_kquant_stream(weight, target)) return weight == GgmlType::Q4_K ? 1024 : 2048;
   if (is_plain_format(weight) && !every_line_prefetch(weight, target)) return 0;
   const int base = isa::tuning_hints(target.tuning).prefetch_distance;
   return weight == GgmlType::Q6_K ? 2 * base : base;

@@ -111,8 +111,8 @@ Status validate(const KernelDesc& d);
 // bytes ahead of the weight stream (0 = none) and the bytes per prefetched line (0 = every line).
 int prefetch_distance(GgmlType weight, isa::Target target);
 int prefetch_stride(GgmlType weight, isa::Target target);
-// The prefetch instruction of a prefetching GEMV kernel on `target` (every weight format alike).
-PrefetchHint prefetch_hint(isa::Target target);
+// The prefetch instruction of a prefetching GEMV kernel of this weight format on `target`.
+PrefetchHint prefetch_hint(GgmlType weight, isa::Target target);
 // Row groups a GEMV kernel of this format and op streams side by side on `target`.
 int gemv_streams(GgmlType weight, KernelOp op, isa::Target target);
 

@@ -149,8 +149,8 @@ TEST(JitDesc, CanonicalName) {
 
 // The prefetch defaults each tuning measured best: one line per KiB 16 KiB ahead for the
 // row-per-lane GEMVs on Zen (but Q5_0 on Zen 5), every line 4 KiB ahead on other CPUs; Q4_K
-// 3072 bytes ahead on Zen 5, 4096 elsewhere; the multi-stream GEMVs 2 streams on Zen 5, 4
-// elsewhere.
+// 3072 bytes ahead on Zen 5, 1024 on Zen 4, 4096 elsewhere; Q5_K 2048 on Zen 4; the
+// multi-stream GEMVs 2 streams on Zen 5 and Q4_K and Q5_K on Zen 4, 4 elsewhere.
 TEST(JitDesc, PrefetchDefaultsPerTuning) {
   auto desc = [](GgmlType w, Tuning t) { return default_gemv_desc(w, 7168, {IsaLevel::kAvx512Bf16, t}); };
   for (Tuning t : {Tuning::kZen4, Tuning::kZen5, Tuning::kGeneric}) {
@@ -167,27 +167,35 @@ TEST(JitDesc, PrefetchDefaultsPerTuning) {
     EXPECT_EQ(q5.prefetch_stride, t == Tuning::kZen4 ? 1024 : 0);
     EXPECT_EQ(q5.prefetch, t == Tuning::kZen4 ? 16384 : 4096);
     EXPECT_EQ(q4k.prefetch_stride, 0);
-    EXPECT_EQ(q4k.prefetch, t == Tuning::kZen5 ? 3072 : 4096);
-    EXPECT_EQ(q4k.streams, t == Tuning::kZen5 ? 2 : 4);
-    EXPECT_EQ(q8.streams, q4k.streams);
-    EXPECT_EQ(desc(GgmlType::F16, t).streams, q4k.streams);
+    EXPECT_EQ(q4k.prefetch, t == Tuning::kZen5 ? 3072 : t == Tuning::kZen4 ? 1024 : 4096);
+    EXPECT_EQ(q4k.streams, t == Tuning::kGeneric ? 4 : 2);
+    const KernelDesc q5k = desc(GgmlType::Q5_K, t);
+    EXPECT_EQ(q5k.prefetch, t == Tuning::kZen4 ? 2048 : 4096);
+    EXPECT_EQ(q5k.streams, q4k.streams);
+    EXPECT_EQ(q8.streams, t == Tuning::kZen5 ? 2 : 4);
+    EXPECT_EQ(desc(GgmlType::F16, t).streams, q8.streams);
     const KernelDesc gate_up = default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx512Bf16, t}, KernelOp::kGateUpSwiglu);
     EXPECT_EQ(gate_up.streams, q4k.streams);
     EXPECT_EQ(gate_up.prefetch, q4k.prefetch);
   }
-  // Below AVX-512 (the AVX2 kernels) Zen 5 keeps the base distance and 4 streams for Q4_K.
-  const KernelDesc avx2 = default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx2, Tuning::kZen5});
-  EXPECT_EQ(avx2.prefetch, 4096);
-  EXPECT_EQ(avx2.streams, 4);
-  // prefetchnta for every prefetching GEMV on Zen 5 from AVX-512 up, prefetcht0 elsewhere;
-  // never for a kernel without software prefetch (the GEMMs, the plain formats below AVX-512).
+  // Below AVX-512 (the AVX2 kernels) Zen 5 and Zen 4 keep the base distance and 4 streams for Q4_K.
+  for (Tuning t : {Tuning::kZen4, Tuning::kZen5}) {
+    const KernelDesc avx2 = default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx2, t});
+    EXPECT_EQ(avx2.prefetch, 4096);
+    EXPECT_EQ(avx2.streams, 4);
+  }
+  // prefetchnta for every prefetching GEMV on Zen 5 and for Q4_K and Q5_K on Zen 4 from AVX-512
+  // up, prefetcht0 elsewhere; never for a kernel without software prefetch (the GEMMs, the plain
+  // formats below AVX-512).
   for (Tuning t : {Tuning::kZen4, Tuning::kZen5, Tuning::kGeneric})
     for (IsaLevel level : {IsaLevel::kAvx2, IsaLevel::kAvx512, IsaLevel::kAvx512Bf16})
       for (GgmlType w : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q4_0,
                          GgmlType::Q5_0, GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
         SCOPED_TRACE(std::string(isa::tuning_name(t)) + " " + isa::level_name(level) + " " + type_name(w));
         const KernelDesc g = default_gemv_desc(w, 7168, {level, t});
-        const bool nta = t == Tuning::kZen5 && level >= IsaLevel::kAvx512 && g.prefetch > 0;
+        const bool kquant = w == GgmlType::Q4_K || w == GgmlType::Q5_K;
+        const bool nta = (t == Tuning::kZen5 || (t == Tuning::kZen4 && kquant)) && level >= IsaLevel::kAvx512 &&
+                         g.prefetch > 0;
         EXPECT_EQ(g.prefetch_hint, nta ? PrefetchHint::kNta : PrefetchHint::kT0);
         EXPECT_TRUE(validate(g).is_ok()) << validate(g).message();
         EXPECT_EQ(default_gemm_desc(w, 7168, {level, t}).prefetch_hint, PrefetchHint::kT0);
@@ -312,13 +320,15 @@ TEST(JitDesc, Validation) {
     d.streams = static_cast<uint8_t>(bad);
     EXPECT_NE(validate(d).message().find("is not 1, 2 or 4"), std::string::npos) << bad;
   }
+  // Zen 4 streams Q4_K and Q5_K 2 at a time from AVX-512 up, the other formats 4.
   EXPECT_EQ(default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx512, Tuning::kZen4},
-                              KernelOp::kGateUpSwiglu).streams, 4);
+                              KernelOp::kGateUpSwiglu).streams, 2);
   EXPECT_EQ(default_gemv_desc(GgmlType::Q8_0, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4}).streams, 4);
   EXPECT_EQ(default_gemv_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx2, Tuning::kZen4}).streams, 4);
   EXPECT_EQ(default_gemv_desc(GgmlType::Q4_0, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4},
                               KernelOp::kGemvAccumulate).streams, 4);
-  EXPECT_EQ(default_gemv_desc(GgmlType::Q5_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4}).streams, 4);
+  EXPECT_EQ(default_gemv_desc(GgmlType::Q5_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4}).streams, 2);
+  EXPECT_EQ(default_gemv_desc(GgmlType::Q5_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kGeneric}).streams, 4);
   EXPECT_EQ(default_gemv_desc(GgmlType::F32, 2048, {IsaLevel::kAvx512, Tuning::kZen4}).streams, 4);
   EXPECT_EQ(default_gemv_desc(GgmlType::BF16, 7168, {IsaLevel::kAvx512Bf16, Tuning::kZen4}).streams, 4);
   for (KernelDesc one : {default_gemm_desc(GgmlType::Q4_K, 7168, {IsaLevel::kAvx512Vnni, Tuning::kZen4}),
