@@ -42,6 +42,12 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
     d.isa = best;
     d.gfni = cm.target.gfni && gfni_kernel(d.weight, best, d.op);
     if (best == isa::IsaLevel::kScalar) d.prefetch = 0;
+    // A matrix too small to give each stream 64 KiB is walked as one stream: the per-head
+    // matrices of the absorbed attention (attn_k_b, attn_v_b; 37-45 KB per head in the bench
+    // preset and in Kimi-K2), which decode reads one call per head, read 14.9 GB/s with 4
+    // streams against 23.5-24.4 with one (Q5_0 attn_k_b, bench model --profile-nodes,
+    // matmul:q_lat, 1 thread).
+    if (d.streams > 1 && pit->second.layout.total_bytes < kMinStreamBytes * d.streams) d.streams = 1;
     auto k = global_registry().get(d);
     if (!k) return Error{w.name + ": " + k.error()};
     op->kernel_ = *k;

@@ -26,6 +26,8 @@ namespace zenmoe {
 // than it decoded token by token, and runs 1.6-2.3x faster this way. From 8 tokens on the
 // GEMM's reuse of each weight tile wins (8, 12 and 16 measured alike).
 inline constexpr int64_t kGemmMinTokens = 8;
+// The shortest run of a matrix a GEMV kernel streams side by side with others (KernelDesc::streams).
+inline constexpr int64_t kMinStreamBytes = 64 * 1024;
 
 struct TileBudget {
   int64_t l2_bytes = 1 << 20;  // per core, from the machine's topology
