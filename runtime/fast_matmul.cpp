@@ -44,9 +44,11 @@ Expected<std::unique_ptr<MatOp>> MatOp::create(const ir::Node& n, const ir::Grap
     if (best == isa::IsaLevel::kScalar) d.prefetch = 0;
     // A matrix too small to give each stream 64 KiB is walked as one stream: the per-head
     // matrices of the absorbed attention (attn_k_b, attn_v_b; 37-45 KB per head in the bench
-    // preset and in Kimi-K2), which decode reads one call per head, read 14.9 GB/s with 4
-    // streams against 23.5-24.4 with one (Q5_0 attn_k_b, bench model --profile-nodes,
-    // matmul:q_lat, 1 thread).
+    // preset and in Kimi-K2), which decode reads one call per head, each stream starting cold.
+    // On a Zen 4 host (bench model --profile-nodes, bench preset, three runs each way in turn):
+    // matmul:q_lat (Q5_0, 4 streams before) 14.0-19.0 -> 19.7-21.0 GB/s and matmul:o_heads (Q4_K,
+    // 2 streams before) 19.6-20.8 -> 25.0-25.5 at 1 thread; 21.4-24.1 -> 25.7-27.2 and
+    // 30.5-34.6 -> 39.4-39.5 at 2 threads.
     if (d.streams > 1 && pit->second.layout.total_bytes < kMinStreamBytes * d.streams) d.streams = 1;
     auto k = global_registry().get(d);
     if (!k) return Error{w.name + ": " + k.error()};
