@@ -52,8 +52,8 @@ struct ExecutorOptions {
   KvCacheType kv_type = KvCacheType::F32;  // KV cache element type (see KvCacheType)
   MlaForm mla_form = MlaForm::kAuto;        // fast executor only (see MlaForm)
   // Fast executor: while decode attention computes, each thread asks into its core's L2 the
-  // packed weights it reads next, up to this many bytes (kAttnPrefetchAuto: the L2's size; 0:
-  // none).
+  // packed weights it reads next, up to this many bytes (kAttnPrefetchAuto: the L2's size less
+  // the cache rows a call reads, on Zen 4 every byte up to 4 MiB; 0: none).
   static constexpr int64_t kAttnPrefetchAuto = -1;
   int64_t attn_prefetch_bytes = kAttnPrefetchAuto;
 };

@@ -522,9 +522,10 @@ TEST_F(FastVsReference, SplitDecodeAgreesWithOneThread) {
   EXPECT_LE(a.kl_sum / a.n, 5e-3);
 }
 
-// Decode attention prefetching the weights after it (none, a KiB, an L2's worth) changes no bit
-// of the logits, at 1 thread and at 2 (positions split across them), and the dispatch log says
-// how much each thread asks for, also where the heads' products split rows instead of heads.
+// Decode attention prefetching the weights after it (none, a KiB, an L2's worth, Zen 4's whole
+// share) changes no bit of the logits, at 1 thread and at 2 (positions split across them), and
+// the dispatch log says how much each thread asks for, also where the heads' products split
+// rows instead of heads.
 TEST_F(FastVsReference, AttentionPrefetchChangesNoBits) {
   auto model = gguf::Model::open(path_);
   ASSERT_TRUE(model.has_value()) << model.error();
@@ -533,9 +534,13 @@ TEST_F(FastVsReference, AttentionPrefetchChangesNoBits) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 11) % 1000);
   for (int threads : {1, 2}) {
     std::vector<std::vector<float>> runs;
-    for (int64_t bytes : {int64_t{0}, int64_t{1024}, ExecutorOptions::kAttnPrefetchAuto}) {
+    const std::pair<int64_t, isa::Tuning> cases[] = {{0, isa::host_tuning()},
+                                                     {1024, isa::host_tuning()},
+                                                     {ExecutorOptions::kAttnPrefetchAuto, isa::host_tuning()},
+                                                     {ExecutorOptions::kAttnPrefetchAuto, isa::Tuning::kZen4}};
+    for (auto [bytes, tuning] : cases) {
       auto ex = fast(*model, threads, 64, prompt + gen, KvCacheType::F16, MlaForm::kAbsorbed,
-                     FastExecutorOptions::kMlaKeepAuto, isa::host_tuning(), bytes);
+                     FastExecutorOptions::kMlaKeepAuto, tuning, bytes);
       ASSERT_TRUE(ex);
       const auto log = dynamic_cast<const FastExecutor&>(*ex).dispatch_log();
       const bool says = std::any_of(log.begin(), log.end(), [](const std::string& l) {
@@ -550,6 +555,12 @@ TEST_F(FastVsReference, AttentionPrefetchChangesNoBits) {
       EXPECT_EQ(std::find(log.begin(), log.end(), amx_line) != log.end(), isa::host_supports(isa::IsaLevel::kAmx));
       EXPECT_EQ(says, bytes != 0 && !automatic_none && isa::host_supports(isa::IsaLevel::kAvx512))
           << threads << " threads, " << bytes;
+      // Zen 4's automatic stream is not cut to the L2.
+      const bool whole = std::any_of(log.begin(), log.end(), [](const std::string& l) {
+        return l.starts_with("mla_attention: decode prefetches up to ") && l.ends_with("(Zen 4: all of them, through the L2 into the L3)");
+      });
+      EXPECT_EQ(whole, says && bytes == ExecutorOptions::kAttnPrefetchAuto && tuning == isa::Tuning::kZen4)
+          << threads << " threads";
       const auto V = static_cast<size_t>(ex->n_vocab());
       std::vector<float> logits(static_cast<size_t>(gen) * V), last(V);
       ASSERT_TRUE(ex->eval({tokens.data(), static_cast<size_t>(prompt)}, last.data(), false).is_ok());

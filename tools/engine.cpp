@@ -37,7 +37,7 @@ std::vector<FlagSpec> with_engine_flags(std::vector<FlagSpec> flags) {
       {"mla", "", true, "MLA attention over prompts: auto (default), absorbed or decompressed"},
       {"attn-prefetch", "", true,
        "KiB of the next weights each thread prefetches during decode attention "
-       "(default: its L2 less the cache rows it reads, none with AMX attention; 0: none)"},
+       "(default: its L2 less the cache rows it reads, on Zen 4 up to 4096, none with AMX attention; 0: none)"},
       {"mmap", "", false, "map a plan's weights instead of copying them (starts sooner, decodes slower)"},
       {"no-mmap", "", false, "copy a plan's weights into huge-page memory (default when under half of free memory)"},
   };
