@@ -309,10 +309,12 @@ Status Impl::build_steps() {
   // L2 cannot hold it passes to the L3 (filled by the L2's evictions), which the products read
   // faster than memory. The stream is spread over the call's steps, at most a line each, so a
   // short attention asks for less. bench model --profile-nodes, bench preset, 512-token prompt,
-  // 64 decoded, Zen 4 host, three rounds: attention and the three products after it 247-252
-  // ms a run with the cut, 232-233 with 4 MiB, 237-239 with 2 MiB, 255 with none, at 1 thread;
-  // at 2 threads 131-146 ms with 2 MiB against 147-152 with the cut (of a per-thread share of
-  // about 1.7 MB).
+  // 64 decoded, Zen 4 host, the budgets in turn (--attn-prefetch), two undisturbed rounds of
+  // three: attention and the three products after it 247-252 ms a run with the cut, 232-233
+  // with 4 MiB, 237-239 with 2 MiB, 255 with none, at 1 thread; at 2 threads, three rounds,
+  // 131-146 ms with 2 MiB against 147-152 with the cut (of a per-thread share of about 1.7 MB).
+  // Then this rule against the cut, old and new binary in turn, three rounds: 228-238 ms against
+  // 240-246 at 1 thread, 135-140 against 143-149 at 2; 1-token prompts unchanged.
   bool amx = false;
   for (const Step& s : steps_) amx = amx || (s.kind == StepKind::Mla && s.mla->decode_amx());
   const bool automatic = side == ExecutorOptions::kAttnPrefetchAuto;

@@ -557,7 +557,8 @@ TEST_F(FastVsReference, AttentionPrefetchChangesNoBits) {
           << threads << " threads, " << bytes;
       // Zen 4's automatic stream is not cut to the L2.
       const bool whole = std::any_of(log.begin(), log.end(), [](const std::string& l) {
-        return l.starts_with("mla_attention: decode prefetches up to ") && l.ends_with("(Zen 4: all of them, through the L2 into the L3)");
+        return l.starts_with("mla_attention: decode prefetches up to ") &&
+               l.ends_with("(Zen 4: all of them, through the L2 into the L3)");
       });
       EXPECT_EQ(whole, says && bytes == ExecutorOptions::kAttnPrefetchAuto && tuning == isa::Tuning::kZen4)
           << threads << " threads";
