@@ -168,7 +168,8 @@ class Impl final : public FastExecutor {
   std::vector<Range> shares_;
   WorkQueue work_;
   int64_t side_l2_ = 0;                          // the L2 the automatic side stream fills
-  bool side_whole_ = false;                      // the automatic side stream is not cut (Zen 4)
+  // The automatic side stream: cut per call to the L2 less the cache rows, or (Zen 4) whole.
+  bool side_cut_ = false, side_whole_ = false;
   std::vector<std::vector<int64_t>> side_trim_;  // per thread: its ranges cut for this call
   std::vector<float> gate_up_scratch_;
   std::vector<std::string> dispatch_;
@@ -319,6 +320,7 @@ Status Impl::build_steps() {
   for (const Step& s : steps_) amx = amx || (s.kind == StepKind::Mla && s.mla->decode_amx());
   const bool automatic = side == ExecutorOptions::kAttnPrefetchAuto;
   side_whole_ = automatic && !amx && cm_->target.tuning == isa::Tuning::kZen4;
+  side_cut_ = automatic && !side_whole_;
   link_side_streams(!automatic ? side : amx ? 0 : side_whole_ ? kZen4SideBytes : tiles.l2_bytes);
   if (mla_total_ > 0)
     dispatch_.push_back("mla_attention: " + std::string(mla_form_name(opts_.base.mla_form)) + ", decompressed form in " +
@@ -372,13 +374,12 @@ void Impl::link_side_streams(int64_t budget) {
   if (most > 0)
     dispatch_.push_back("mla_attention: decode prefetches up to " + std::to_string(most >> 10) +
                         " KiB of the next weights per thread" +
-                        (opts_.base.attn_prefetch_bytes != ExecutorOptions::kAttnPrefetchAuto ? ""
-                         : side_whole_ ? " (Zen 4: all of them, through the L2 into the L3)"
-                                       : " (less the cache rows a call reads, at most half of it)"));
+                        (side_whole_ ? " (Zen 4: all of them, through the L2 into the L3)"
+                         : side_cut_ ? " (less the cache rows a call reads, at most half of it)"
+                                     : ""));
 }
 
 void Impl::set_side_streams(const Step& s, bool split) {
-  const bool cut = opts_.base.attn_prefetch_bytes == ExecutorOptions::kAttnPrefetchAuto && !side_whole_;
   const Tensor& cache = *s.in[4];
   const int64_t rows = static_cast<int64_t>(s.in[5]->ci32()[0]) + 1;
   const int64_t kv = rows * cache.row_size() / (split ? s.mla->split_shares() : 1);
@@ -386,7 +387,7 @@ void Impl::set_side_streams(const Step& s, bool split) {
   side_trim_.resize(s.side.size());
   for (size_t t = 0; t < s.side.size(); ++t) {
     const std::vector<int64_t>* ranges = &s.side[t];
-    if (cut) {
+    if (side_cut_) {
       side_ranges_within(s.side[t], budget, side_trim_[t]);
       ranges = &side_trim_[t];
     }
