@@ -35,10 +35,14 @@
 //       code of weight 16+4c+t, codes 0..15 unbiased) and d [16 rows] f16.
 //       Codes and scales side by side in one stream: a separate scale region read alongside
 //       the codes streamed 20-35 % slower from DRAM.
-// Q5_0: one 352-byte record per block (22 bytes a row, as in the GGUF): the Q4_0 codes of the
-//       low four bits, then the fifth bits [16 rows][4 bytes] (bit c of byte t: weight 4c+t,
-//       bit 4+c: weight 16+4c+t; one shift and a mask put chunk c's into bit 4 of each byte),
-//       then d [16 rows] f16. Codes 0..31, unbiased (the weight is code - 16).
+// Q5_0: one 352-byte record per block (22 bytes a row, as in the GGUF): the fifth bits [16
+//       rows][4 bytes] (bit c of byte t: weight 4c+t, bit 4+c: weight 16+4c+t; one shift and a
+//       mask put chunk c's into bit 4 of each byte), then the Q4_0 codes of the low four bits,
+//       then d [16 rows] f16. Codes 0..31, unbiased (the weight is code - 16). The kernels need
+//       the fifth bits first; with them after the codes each record was read out of address
+//       order, and on a Zen 4 host the GEMV streamed 70-74 % of the read probe from DRAM against
+//       79-94 % this way (bench kernels --formats q5_0 --regimes dram -t 1, 2048x2048, 128x8192
+//       and the bench expert, old and new binary in turn, three rounds, every pair ahead).
 //   In all three, an even block's record holds its codes (and fifth bits), then d; an odd
 //   block's holds d, then its codes. A record is 8.5 (4.5, 5.5) cache lines, so codes after
 //   d in every record would put every other block's code chunks across two lines each; this
@@ -51,17 +55,23 @@
 //       shift or a mask widens either half to f32 in place, and the lanes are the bf16 pairs
 //       vdpbf16ps takes.
 // Q6_K (S = K/256 super-blocks; 6-bit codes c = q + 32 in 0..63; sub-block s = 0..15 of 16):
-//   one 3392-byte record per super-block (53 cache lines; group stride S*3392):
-//   0     [16 sub-blocks][3 chunks m = 0..2][16 rows][4 bytes]: byte t of row i in chunk m of
-//         sub-block s holds c(16s+4m+t) in bits 0-5 and bits 2m..2m+1 of c(16s+12+t) in
-//         bits 6-7. The three chunks of a sub-block give its first 12 codes with one mask
-//         each, and its last 4 from their top bits (three shifts, two selects and a mask):
-//         16 vector operations per sub-block against 25 with the former low-nibble and
-//         high-bit planes. L2-resident GEMV at 1 thread, Kimi expert shapes (bench kernels
-//         --formats q6_K --regimes l2, three rounds in turn): AVX-512 108 -> 125 GB/s, AVX2
-//         35 -> 41; from DRAM unchanged (90-100 % of the probe either way).
-//   3072  scales [16 sub-blocks][16 rows] int8
-//   3328  d [16 rows] f16; 3360..3391 zero.
+//   one 3392-byte record per super-block (53 cache lines; group stride S*3392), four quarters
+//   of 832 bytes (sub-blocks 4q .. 4q+3), then d:
+//   832q       scales [4 sub-blocks][16 rows] int8 (one line)
+//   832q + 64  [4 sub-blocks][3 chunks m = 0..2][16 rows][4 bytes]: byte t of row i in chunk m
+//              of sub-block s holds c(16s+4m+t) in bits 0-5 and bits 2m..2m+1 of c(16s+12+t)
+//              in bits 6-7. The three chunks of a sub-block give its first 12 codes with one
+//              mask each, and its last 4 from their top bits (three shifts, two selects and a
+//              mask): 16 vector operations per sub-block against 25 with the former low-nibble
+//              and high-bit planes. L2-resident GEMV at 1 thread, Kimi expert shapes (bench
+//              kernels --formats q6_K --regimes l2, three rounds in turn): AVX-512 108 -> 125
+//              GB/s, AVX2 35 -> 41; from DRAM unchanged (90-100 % of the probe either way).
+//   3328       d [16 rows] f16; 3360..3391 zero.
+//   The kernels read a record in address order. With all scales after the codes (3072), each
+//   record's scale line was read before most of its code lines: on a Zen 4 host (bench kernels
+//   --formats q6_K --regimes dram, 2048x2048, bench expert and 7168x2048, old and new binary in
+//   turn, three rounds) 76-83 % of the read probe before, 80-91 % after at 1 thread (8 of 9
+//   pairs ahead); 2 threads, four rounds, 8 of 8 pairs ahead.
 // Q5_K (S super-blocks, sub-block s = 0..7 of 32; 5-bit codes c in 0..31): one contiguous
 //   2880-byte record per super-block (group stride S*2880), at record offsets
 //   0     [8 sub-blocks][5 chunks m = 0..4][16 rows][4 bytes]: byte t of row i in chunk m of
@@ -103,11 +113,18 @@ inline constexpr int64_t rows16_record_bytes(GgmlType f) { return rows16_code_by
 inline constexpr int64_t rows16_codes_in_record(int64_t b) { return b % 2 == 0 ? 0 : 32; }
 inline constexpr int64_t rows16_d_in_record(GgmlType f, int64_t b) { return b % 2 == 0 ? rows16_code_bytes(f) : 0; }
 
+// Q5_0 record: the fifth bits, then low-nibble chunk c (0..3), from the record's codes.
+inline constexpr int64_t kQ5_0FifthBits = 0;
+inline constexpr int64_t q5_0_chunk_offset(int c) { return 64 + 64 * c; }
+
 // Q5_K record offset (see the layout above) of chunk m (0..4) of sub-block s (0..7).
 inline constexpr int64_t q5k_chunk_offset(int s, int m) { return 320 * s + 64 * m; }
 
 // Q6_K record offset (see the layout above) of chunk m (0..2) of sub-block s (0..15).
-inline constexpr int64_t q6k_chunk_offset(int s, int m) { return 192 * s + 64 * m; }
+inline constexpr int64_t q6k_chunk_offset(int s, int m) { return 832 * (s / 4) + 64 + 192 * (s % 4) + 64 * m; }
+// Q6_K record offset of sub-block s's 16 int8 scales (one per row), and of the rows' d.
+inline constexpr int64_t q6k_scale_offset(int s) { return 832 * (s / 4) + 16 * (s % 4); }
+inline constexpr int64_t kQ6KDOffset = 3328;
 
 struct PackLayout {
   GgmlType format = GgmlType::Q4_K;

@@ -17,7 +17,7 @@ struct Q6KRegions {
 
 Q6KRegions regions(int64_t sb) {
   const int64_t rec = sb * kRecord;
-  return {rec, rec + 3072, rec + 3328};
+  return {rec, rec, rec + kQ6KDOffset};
 }
 
 // The 6-bit code (0..63, bias 32 not removed) of weight w of a GGUF Q6_K block (spec §2.8).
@@ -37,7 +37,7 @@ void pack_block(const BlockQ6_K& b, int64_t sb, int64_t i, uint8_t* g) {
         const int own = q6k_code(b, 16 * s + 4 * m + t), last = q6k_code(b, 16 * s + 12 + t);
         g[o.codes + q6k_chunk_offset(s, m) + 4 * i + t] = uint8_t(own | ((last >> (2 * m)) & 3) << 6);
       }
-  for (int s = 0; s < 16; ++s) g[o.scales + 16 * s + i] = static_cast<uint8_t>(b.scales[s]);
+  for (int s = 0; s < 16; ++s) g[o.scales + q6k_scale_offset(s) + i] = static_cast<uint8_t>(b.scales[s]);
   std::memcpy(g + o.d + i * 2, &b.d, 2);
 }
 
@@ -71,7 +71,7 @@ float q6k_dot(const PackLayout& L, const uint8_t* g, int64_t i, const BlockQ8_K*
     for (int s = 0; s < 16; ++s) {
       int32_t part = 0;
       for (int w = 16 * s; w < 16 * s + 16; ++w) part += (packed_code(g, o, i, w) - 32) * x[sb].qs[w];
-      isum += int8_t(g[o.scales + 16 * s + i]) * part;
+      isum += int8_t(g[o.scales + q6k_scale_offset(s) + i]) * part;
     }
     uint16_t d;
     std::memcpy(&d, g + o.d + i * 2, 2);

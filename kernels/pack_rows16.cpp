@@ -51,7 +51,7 @@ void pack_q4_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
   });
 }
 
-// Q5_0: the low four bits of the codes as Q4_0's, their fifth bits after them (kernels/pack.h);
+// Q5_0: the fifth bits, then the low four bits of the codes as Q4_0 holds them (kernels/pack.h);
 // the kernel subtracts 16 * sum(x) per block.
 void pack_q5_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
   pack_blocks<BlockQ5_0>(L, src, dst, [](const BlockQ5_0& blk, uint8_t* codes, int64_t i) {
@@ -60,8 +60,8 @@ void pack_q5_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
     for (int c = 0; c < 4; ++c)
       for (int t = 0; t < 4; ++t) {
         const int lo = 4 * c + t;
-        codes[64 * c + 4 * i + t] = blk.qs[lo];  // weight lo low nibble, 16 + lo high
-        codes[256 + 4 * i + t] = static_cast<uint8_t>(codes[256 + 4 * i + t] | ((qh >> lo) & 1) << c |
+        codes[q5_0_chunk_offset(c) + 4 * i + t] = blk.qs[lo];  // weight lo low nibble, 16 + lo high
+        codes[kQ5_0FifthBits + 4 * i + t] = static_cast<uint8_t>(codes[kQ5_0FifthBits + 4 * i + t] | ((qh >> lo) & 1) << c |
                                                       ((qh >> (16 + lo)) & 1) << (4 + c));
       }
   });
@@ -124,7 +124,7 @@ float dot_q5_0(const PackLayout& L, const uint8_t* g, int64_t i, const BlockQ8_0
     int32_t isum = 0;
     for (int j = 0; j < 16; ++j) {
       const int c = j / 4, t = j % 4;
-      const uint8_t byte = codes[64 * c + 4 * i + t], high = codes[256 + 4 * i + t];
+      const uint8_t byte = codes[q5_0_chunk_offset(c) + 4 * i + t], high = codes[kQ5_0FifthBits + 4 * i + t];
       const int lo = (byte & 0x0F) | ((high >> c) & 1) << 4, hi = (byte >> 4) | ((high >> (4 + c)) & 1) << 4;
       isum += (lo - 16) * x[b].qs[j] + (hi - 16) * x[b].qs[j + 16];
     }

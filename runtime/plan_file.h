@@ -42,7 +42,9 @@ namespace zenmoe::plan {
 // 9: Q4_K records hold 144 bytes per row: scales and mins 12 bits per (row, sub-block).
 // 10: Q5_0 weights are packed as Q5_0 (22 bytes per block and row) on AVX-512 VNNI targets.
 // 11: kernel descriptors carry a GFNI flag (Q5_0, Q5_K), and cpu_features name gfni when one is set.
-inline constexpr uint32_t kPlanVersion = 11;
+// 12: Q5_0 records hold the fifth bits before the codes; Q6_K records hold each quarter's scales
+//     before its chunks (every record read in address order).
+inline constexpr uint32_t kPlanVersion = 12;
 inline constexpr uint64_t kWeightsAlign = 4096;  // tensor offsets in the side file
 
 // How a tensor's matrices were packed (kernels/pack.h).

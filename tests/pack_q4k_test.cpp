@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/pack.h"
+#include "kernels/ref/kscales.h"
 #include "kernels/ref/quant.h"
 
 namespace zenmoe {
@@ -95,7 +96,7 @@ TEST(PackRows16, Q5_0SpecBlock) {
     int byte = 0;
     for (int c = 0; c < 4; ++c)
       byte |= int((qh >> (4 * c + t)) & 1) << c | int((qh >> (16 + 4 * c + t)) & 1) << (4 + c);
-    EXPECT_EQ(p->group(0)[256 + t], byte) << t;
+    EXPECT_EQ(p->group(0)[kQ5_0FifthBits + t], byte) << t;
   }
   float y = 0.0f;
   ASSERT_TRUE(gemv_packed_ref(p->layout, p->data.get(), &xq, &y, 0, 1).is_ok());
@@ -181,7 +182,8 @@ BlockQ6_K q6k_block(const int* codes) {
 }
 
 // A Q6_K sub-block's three chunks hold its first 12 codes in bits 0-5 and the last 4 codes'
-// bit pairs in bits 6-7 (chunk m: bits 2m, 2m+1); scales and d follow the 3072 code bytes.
+// bit pairs in bits 6-7 (chunk m: bits 2m, 2m+1). Each quarter of the record (832 bytes) holds
+// the scales of its four sub-blocks (one line), then their chunks; d follows at 3328.
 TEST(PackQ6K, ThreeChunksPerSubBlockCarryTheLastCodesInTheirTopBits) {
   constexpr int kRows = 17, kSuper = 2;
   std::vector<BlockQ6_K> w(kRows * kSuper);
@@ -205,10 +207,11 @@ TEST(PackQ6K, ThreeChunksPerSubBlockCarryTheLastCodesInTheirTopBits) {
           for (int t = 0; t < 4; ++t) {
             const int last = codes[16 * s + 12 + t];
             const uint8_t want = uint8_t(codes[16 * s + 4 * m + t] | ((last >> (2 * m)) & 3) << 6);
-            EXPECT_EQ(rec[192 * s + 64 * m + 4 * i + t], want) << r << " " << sb << " " << s << " " << m;
-            EXPECT_EQ(q6k_chunk_offset(s, m), 192 * s + 64 * m);
+            const int chunk = 832 * (s / 4) + 64 + 192 * (s % 4) + 64 * m;
+            EXPECT_EQ(rec[chunk + 4 * i + t], want) << r << " " << sb << " " << s << " " << m;
+            EXPECT_EQ(q6k_chunk_offset(s, m), chunk);
           }
-        EXPECT_EQ(int8_t(rec[3072 + 16 * s + i]), w[n].scales[s]);
+        EXPECT_EQ(int8_t(rec[832 * (s / 4) + 16 * (s % 4) + i]), w[n].scales[s]);
       }
       uint16_t d = 0;
       std::memcpy(&d, rec + 3328 + 2 * i, 2);
@@ -263,6 +266,12 @@ TEST(PackQ5K, FiveChunksPerSubBlockCarryTheLastCodesInTheirTopBits) {
           for (int k = 0; k < 3; ++k)
             EXPECT_EQ((top >> (5 * k)) & 31, codes[32 * s + 20 + 4 * k + t]) << r << " " << sb << " " << s << " " << k;
         }
+      for (int s = 0; s < 8; ++s) {
+        uint8_t sc = 0, mn = 0;
+        ref::kscale_get(w[n].scales, s, &sc, &mn);
+        EXPECT_EQ(rec[2560 + 16 * s + i], sc) << r << " " << sb << " " << s;
+        EXPECT_EQ(rec[2688 + 16 * s + i], mn) << r << " " << sb << " " << s;
+      }
       uint16_t d = 0, dmin = 0;
       std::memcpy(&d, rec + 2816 + 2 * i, 2);
       std::memcpy(&dmin, rec + 2848 + 2 * i, 2);

@@ -36,7 +36,7 @@ class GemmQ6K : public JitGemmBase {
   void generate() { emit(); }
 
  private:
-  const Reg64 rPlo = r13, rPsc = r15, rPd = r9, rPa = r8, rCnt = rsi;
+  const Reg64 rPlo = r13, rPd = r9, rPa = r8, rCnt = rsi;
   const Zmm zA = zmm0, zB = zmm1, zM0F = zmm2, zM3F = zmm3, zDw = zmm4, zScd = zmm5, zT = zmm6, zM03 = zmm7;
   Zmm acc(int t) const { return Zmm(8 + t); }    // zmm8 .. zmm15
   Zmm sb(int t) const { return Zmm(16 + t); }    // zmm16 .. zmm23
@@ -94,15 +94,13 @@ void GemmQ6K::body(int m) {
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
   add(rPlo, qword[rArgs + 0]);
-  lea(rPsc, ptr[rPlo + 3072]);
-  lea(rPd, ptr[rPlo + 3328]);
+  lea(rPd, ptr[rPlo + kQ6KDOffset]);
   mov(rPa, slot_act());
   for (int t = 0; t < m; ++t) vpxord(acc(t), acc(t), acc(t));
   mov(rCnt, S_);
   L(sbl);
   superblock(m);
   add(rPlo, 3392);
-  add(rPsc, 3392);
   add(rPd, 3392);
   add(rPa, kTokens * kActBytes);
   dec(rCnt);
@@ -131,7 +129,7 @@ void GemmQ6K::superblock(int m) {
       code(s, j);
       for (int t = 0; t < m; ++t) vpdpbusd(isum(t), zA, ptr_b[rPa + kActBytes * t + 16 * s + 4 * j]);
     }
-    vpmovsxbd(zScd, ptr[rPsc + 16 * s]);
+    vpmovsxbd(zScd, ptr[rPlo + q6k_scale_offset(s)]);
     vcvtdq2ps(zScd, zScd);
     vmulps(zScd, zScd, zDw);
     for (int t = 0; t < m; ++t) {

@@ -150,9 +150,9 @@ void GemmQ80::body(int m) {
 // Q5_0: code(c) = chunk c's low nibbles and code(4 + c) its high nibbles, each with its fifth
 // bit (bit c, resp. 4 + c, of the fifth-bit bytes) in bit 4; zDw holds the fifth bits.
 void GemmQ80::q5_codes(int64_t codes) {
-  vmovdqu32(zDw, ptr[rPc + codes + 256]);
+  vmovdqu32(zDw, ptr[rPc + codes + kQ5_0FifthBits]);
   for (int c = 0; c < 4; ++c) {
-    vmovdqu32(code(c), ptr[rPc + codes + 64 * c]);
+    vmovdqu32(code(c), ptr[rPc + codes + q5_0_chunk_offset(c)]);
     if (d_.gfni) {
       q5_0_codes_gfni(code(c), code(4 + c), zDw, zT, zM0F, ptr_b[rip + gfni_table_ + 8 * c],
                       ptr_b[rip + gfni_table_ + 8 * (4 + c)]);

@@ -42,7 +42,7 @@ class GemvQ6KAvx2 : public JitKernelBase {
 
  private:
   // ymm0-2 are clobbered by write_rows: only temporaries live there.
-  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPlo = r13, rPsc = r15;
+  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPlo = r13;
   const Reg64 rPd = r9, rPx = r8, rScr = rsi, rCnt = r10, rK = r11;
   const Ymm yT = ymm0, yU = ymm1, yW = ymm2, yD = ymm3, yX = ymm4, yCa = ymm5, yCb = ymm6, yCc = ymm7;
   const Ymm ySb[2] = {ymm11, ymm12}, yAcc[2] = {ymm13, ymm14};
@@ -74,8 +74,7 @@ void GemvQ6KAvx2::generate() {
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
   add(rPlo, qword[rArgs + kArgW]);
-  lea(rPsc, ptr[rPlo + 3072]);
-  lea(rPd, ptr[rPlo + 3328]);
+  lea(rPd, ptr[rPlo + kQ6KDOffset]);
   mov(rPx, qword[rArgs + kArgX]);
   mov(rScr, rsp);
   for (const Ymm& a : yAcc) vxorps(a, a, a);
@@ -128,7 +127,6 @@ void GemvQ6KAvx2::superblock() {
     vfmadd231ps(yAcc[h], ySb[h], yT);
   }
   add(rPlo, 3392);
-  add(rPsc, 3392);
   add(rPd, 3392);
   add(rPx, kQ8KBytes);
   add(rScr, 64);
@@ -161,7 +159,7 @@ void GemvQ6KAvx2::subblock(int s, int h) {
   vpaddd(yT, yT, yU);
   vpbroadcastd(yS, ptr[rScr + 4 * s]);
   vpsubd(yT, yT, yS);
-  vpmovsxbd(yS, ptr[rPsc + 16 * s + 8 * h]);
+  vpmovsxbd(yS, ptr[rPlo + q6k_scale_offset(s) + 8 * h]);
   vpmulld(yT, yT, yS);
   vpaddd(ySb[h], ySb[h], yT);
 }

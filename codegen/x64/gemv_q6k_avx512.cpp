@@ -27,7 +27,7 @@ class GemvQ6KAvx512 : public JitKernelBase {
   void generate();
 
  private:
-  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPlo = r13, rPsc = r15;
+  const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPlo = r13;
   const Reg64 rPd = r9, rPx = r8, rScr = rsi, rCnt = r10;
   const Zmm zAccF = zmm0, zSb = zmm1, zI = zmm2, zCa = zmm3, zCb = zmm4, zCc = zmm5, zA = zmm6;
   const Zmm zB = zmm7, zT = zmm8, zS = zmm9, zD = zmm10, zM03 = zmm11, zM0F = zmm12, zM3F = zmm13;
@@ -61,8 +61,7 @@ void GemvQ6KAvx512::generate() {
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
   add(rPlo, qword[rArgs + kArgW]);
-  lea(rPsc, ptr[rPlo + 3072]);
-  lea(rPd, ptr[rPlo + 3328]);
+  lea(rPd, ptr[rPlo + kQ6KDOffset]);
   mov(rPx, qword[rArgs + kArgX]);
   mov(rScr, rsp);
   vpxord(zAccF, zAccF, zAccF);
@@ -106,7 +105,6 @@ void GemvQ6KAvx512::superblock() {
   vmulps(zD, zD, ptr_b[rPx]);
   vfmadd231ps(zAccF, zSb, zD);
   add(rPlo, 3392);
-  add(rPsc, 3392);
   add(rPd, 3392);
   add(rPx, kQ8KBytes);
   add(rScr, 64);
@@ -124,7 +122,7 @@ void GemvQ6KAvx512::subblock(int s) {
   }
   q6k_last_codes(zL, zCa, zCb, zCc, zT, zM03, zM0F, zM3F);
   vpdpbusd(zI, zL, ptr_b[rPx + 4 + 16 * s + 12]);
-  vpmovsxbd(zS, ptr[rPsc + 16 * s]);
+  vpmovsxbd(zS, ptr[rPlo + q6k_scale_offset(s)]);
   vpmulld(zI, zI, zS);
   vpaddd(zSb, zSb, zI);
 }

@@ -211,10 +211,10 @@ void GemvRows16::quant_block(int t, int parity) {
   } else if (fmt_ == GgmlType::Q5_0) {
     // Low nibble | fifth bit (bit c of the fifth-bit bytes moved to bit 4), and the same for the
     // high nibble (bit 4 + c); zD holds the fifth bits until d is loaded.
-    vmovdqu32(zD, rec(t, codes + 256));
+    vmovdqu32(zD, rec(t, codes + kQ5_0FifthBits));
     for (int c = 0; c < 4; ++c) {
       prefetch_share(at, every, lines, c, 4);
-      vmovdqu32(zV, rec(t, codes + 64 * c));
+      vmovdqu32(zV, rec(t, codes + q5_0_chunk_offset(c)));
       if (d_.gfni) {
         q5_0_codes_gfni(zV, zHi, zD, zT, zM0F, zGfni[c], zGfni[4 + c]);
       } else {
