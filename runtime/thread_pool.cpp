@@ -85,7 +85,8 @@ struct ThreadPool::Topology {
   }
 };
 
-ThreadPool::ThreadPool(const ThreadPoolOptions& opts) : n_threads_(opts.n_threads), spin_us_(opts.spin_us) {}
+ThreadPool::ThreadPool(const ThreadPoolOptions& opts)
+    : n_threads_(opts.n_threads), spin_us_(opts.spin_us), done_(new Done[static_cast<size_t>(opts.n_threads)]) {}
 
 Expected<std::unique_ptr<ThreadPool>> ThreadPool::create(const ThreadPoolOptions& opts) {
   if (opts.n_threads < 1 || opts.n_threads > 1024)
@@ -116,7 +117,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true);
-    generation_.fetch_add(1);
+    pub_.generation.fetch_add(1);
   }
   cv_.notify_all();
   for (auto& t : threads_) t.join();
@@ -131,26 +132,28 @@ void ThreadPool::worker(int index) {
   for (;;) {
     // Spin first: between the ops of one forward pass the next job arrives within microseconds.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us_);
-    uint64_t g = generation_.load(std::memory_order_acquire);
+    uint64_t g = pub_.generation.load(std::memory_order_acquire);
     // The clock is read once per 64 polls; the generation after every pause, so a job starts
     // within a pause or two of its publication (a PAUSE costs tens of cycles on Zen).
     while (g == seen && std::chrono::steady_clock::now() < deadline) {
       for (int i = 0; i < 64 && g == seen; ++i) {
         cpu_relax();
-        g = generation_.load(std::memory_order_acquire);
+        g = pub_.generation.load(std::memory_order_acquire);
       }
     }
     if (g == seen) {
+      // Sequentially consistent: either run() sees this sleeper and wakes it under the lock,
+      // or the predicate, read after the count went up, sees run()'s new generation.
       std::unique_lock<std::mutex> lock(mu_);
       sleepers_.fetch_add(1);
-      cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      cv_.wait(lock, [&] { return pub_.generation.load() != seen; });
       sleepers_.fetch_sub(1);
-      g = generation_.load(std::memory_order_acquire);
+      g = pub_.generation.load(std::memory_order_acquire);
     }
     seen = g;
     if (stop_.load()) return;
-    (*job_)(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    (*pub_.job)(index);
+    done_[static_cast<size_t>(index)].generation.store(g, std::memory_order_release);
   }
 }
 
@@ -159,21 +162,20 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
     fn(0);
     return;
   }
-  job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
-  {
-    // The lock orders the publish against a worker that is about to sleep.
-    std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+  pub_.job = &fn;
+  const uint64_t g = pub_.generation.fetch_add(1) + 1;  // sequentially consistent (worker())
+  if (sleepers_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }  // a sleeper past its predicate is now waiting
+    cv_.notify_all();
   }
-  if (sleepers_.load() > 0) cv_.notify_all();
   fn(0);
-  if (!timing_) {
-    while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
-    return;
-  }
+  const auto wait_all = [&] {
+    for (int i = 1; i < n_threads_; ++i)
+      while (done_[static_cast<size_t>(i)].generation.load(std::memory_order_acquire) != g) cpu_relax();
+  };
+  if (!timing_) return wait_all();
   const auto done = std::chrono::steady_clock::now();
-  while (pending_.load(std::memory_order_acquire) != 0) cpu_relax();
+  wait_all();
   caller_wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - done).count();
 }
 

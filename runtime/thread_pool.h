@@ -3,6 +3,11 @@
 // run() hands the same function to every thread (the caller is thread 0) and returns when all
 // have finished: one barrier per call. Idle workers spin briefly, then sleep, so a pool costs
 // nothing while the front end samples or waits for input.
+// The barrier's shared state sits on cache lines of its own: the job and its generation (written
+// by the caller, read by every worker), and one line per worker for the generation it finished
+// (written by that worker, read by the caller). No line is written by more than one thread, so
+// a call costs each worker one line from the caller and the caller one line from each worker,
+// read side by side, instead of every worker's decrement of one shared counter in turn.
 #pragma once
 
 #include <atomic>
@@ -51,11 +56,19 @@ class ThreadPool {
   int n_threads_ = 1;
   int spin_us_ = 200;
   std::vector<std::thread> threads_;
-  const std::function<void(int)>* job_ = nullptr;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  // The job and its generation: one line, written by the caller only.
+  struct alignas(64) Publish {
+    const std::function<void(int)>* job = nullptr;
+    std::atomic<uint64_t> generation{0};
+  };
+  // The generation worker i last finished: a line per worker, written by that worker only.
+  struct alignas(64) Done {
+    std::atomic<uint64_t> generation{0};
+  };
+  Publish pub_;
+  std::unique_ptr<Done[]> done_;
   std::atomic<bool> stop_{false};
-  std::mutex mu_;
+  alignas(64) std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<int> sleepers_{0};
   std::string placement_;
