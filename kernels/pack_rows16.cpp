@@ -61,8 +61,8 @@ void pack_q5_0(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
       for (int t = 0; t < 4; ++t) {
         const int lo = 4 * c + t;
         codes[q5_0_chunk_offset(c) + 4 * i + t] = blk.qs[lo];  // weight lo low nibble, 16 + lo high
-        codes[kQ5_0FifthBits + 4 * i + t] = static_cast<uint8_t>(codes[kQ5_0FifthBits + 4 * i + t] | ((qh >> lo) & 1) << c |
-                                                      ((qh >> (16 + lo)) & 1) << (4 + c));
+        uint8_t& fifth = codes[kQ5_0FifthBits + 4 * i + t];
+        fifth = static_cast<uint8_t>(fifth | ((qh >> lo) & 1) << c | ((qh >> (16 + lo)) & 1) << (4 + c));
       }
   });
 }

@@ -169,9 +169,18 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
     cv_.notify_all();
   }
   fn(0);
+  // Waits for the workers in order; while one is not done, the lines of those after it are asked
+  // for too, so they arrive together instead of one after another.
+  const auto finished = [&](int i) {
+    return done_[static_cast<size_t>(i)].generation.load(std::memory_order_acquire) == g;
+  };
   const auto wait_all = [&] {
-    for (int i = 1; i < n_threads_; ++i)
-      while (done_[static_cast<size_t>(i)].generation.load(std::memory_order_acquire) != g) cpu_relax();
+    for (int first = 1;;) {
+      while (first < n_threads_ && finished(first)) ++first;
+      if (first == n_threads_) return;
+      for (int i = first + 1; i < n_threads_; ++i) __builtin_prefetch(&done_[static_cast<size_t>(i)]);
+      cpu_relax();
+    }
   };
   if (!timing_) return wait_all();
   const auto done = std::chrono::steady_clock::now();

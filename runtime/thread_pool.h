@@ -7,7 +7,7 @@
 // by the caller, read by every worker), and one line per worker for the generation it finished
 // (written by that worker, read by the caller). No line is written by more than one thread, so
 // a call costs each worker one line from the caller and the caller one line from each worker,
-// read side by side, instead of every worker's decrement of one shared counter in turn.
+// asked for together, instead of every worker's decrement of one shared counter in turn.
 #pragma once
 
 #include <atomic>
