@@ -11,15 +11,6 @@ constexpr int64_t R = 16;
 
 constexpr int64_t kRecord = 3392;  // one super-block's bytes (kernels/pack.h)
 
-struct Q6KRegions {
-  int64_t codes, scales, d;  // starts of super-block sb's regions inside a group
-};
-
-Q6KRegions regions(int64_t sb) {
-  const int64_t rec = sb * kRecord;
-  return {rec, rec, rec + kQ6KDOffset};
-}
-
 // The 6-bit code (0..63, bias 32 not removed) of weight w of a GGUF Q6_K block (spec §2.8).
 int q6k_code(const BlockQ6_K& b, int w) {
   const int h = w / 128, r = w % 128, quarter = r / 32, l = r % 32;
@@ -29,21 +20,21 @@ int q6k_code(const BlockQ6_K& b, int w) {
   return lo | (hi << 4);
 }
 
-void pack_block(const BlockQ6_K& b, int64_t sb, int64_t i, uint8_t* g) {
-  const Q6KRegions o = regions(sb);
+// Row i of a super-block into its record `rec` (offsets: kernels/pack.h).
+void pack_block(const BlockQ6_K& b, int64_t i, uint8_t* rec) {
   for (int s = 0; s < 16; ++s)
     for (int m = 0; m < 3; ++m)
       for (int t = 0; t < 4; ++t) {
         const int own = q6k_code(b, 16 * s + 4 * m + t), last = q6k_code(b, 16 * s + 12 + t);
-        g[o.codes + q6k_chunk_offset(s, m) + 4 * i + t] = uint8_t(own | ((last >> (2 * m)) & 3) << 6);
+        rec[q6k_chunk_offset(s, m) + 4 * i + t] = uint8_t(own | ((last >> (2 * m)) & 3) << 6);
       }
-  for (int s = 0; s < 16; ++s) g[o.scales + q6k_scale_offset(s) + i] = static_cast<uint8_t>(b.scales[s]);
-  std::memcpy(g + o.d + i * 2, &b.d, 2);
+  for (int s = 0; s < 16; ++s) rec[q6k_scale_offset(s) + i] = static_cast<uint8_t>(b.scales[s]);
+  std::memcpy(rec + kQ6KDOffset + i * 2, &b.d, 2);
 }
 
-int packed_code(const uint8_t* g, const Q6KRegions& o, int64_t i, int w) {
+int packed_code(const uint8_t* rec, int64_t i, int w) {
   const int s = w / 16, m = (w % 16) / 4, t = w % 4;
-  const auto byte = [&](int chunk) { return int(g[o.codes + q6k_chunk_offset(s, chunk) + 4 * i + t]); };
+  const auto byte = [&](int chunk) { return int(rec[q6k_chunk_offset(s, chunk) + 4 * i + t]); };
   if (m < 3) return byte(m) & 0x3F;
   return (byte(0) >> 6) | (byte(1) >> 6) << 2 | (byte(2) >> 6) << 4;
 }
@@ -58,7 +49,7 @@ void q6k_pack(const PackLayout& L, const uint8_t* src, uint8_t* dst) {
     for (int64_t sb = 0; sb < nsb; ++sb) {
       BlockQ6_K b;
       std::memcpy(&b, src + (r * nsb + sb) * sizeof b, sizeof b);
-      pack_block(b, sb, r % R, dst + (r / R) * L.group_stride);
+      pack_block(b, r % R, dst + (r / R) * L.group_stride + sb * kRecord);
     }
 }
 
@@ -66,15 +57,15 @@ float q6k_dot(const PackLayout& L, const uint8_t* g, int64_t i, const BlockQ8_K*
   const int64_t nsb = L.cols / kQK_K;
   float sum = 0.0f;
   for (int64_t sb = 0; sb < nsb; ++sb) {
-    const Q6KRegions o = regions(sb);
+    const uint8_t* rec = g + sb * kRecord;
     int32_t isum = 0;
     for (int s = 0; s < 16; ++s) {
       int32_t part = 0;
-      for (int w = 16 * s; w < 16 * s + 16; ++w) part += (packed_code(g, o, i, w) - 32) * x[sb].qs[w];
-      isum += int8_t(g[o.scales + q6k_scale_offset(s) + i]) * part;
+      for (int w = 16 * s; w < 16 * s + 16; ++w) part += (packed_code(rec, i, w) - 32) * x[sb].qs[w];
+      isum += int8_t(rec[q6k_scale_offset(s) + i]) * part;
     }
     uint16_t d;
-    std::memcpy(&d, g + o.d + i * 2, 2);
+    std::memcpy(&d, rec + kQ6KDOffset + i * 2, 2);
     sum += (ref::fp16_to_fp32(d) * x[sb].d) * float(isum);
   }
   return sum;
