@@ -12,6 +12,8 @@
 // the weight products after the attention read their weights), rotating over 256 MiB so they
 // come from memory; with `prefetch` 1 the call asks for them into L2 while it scores (the
 // executor's side stream, --attn-prefetch). Time per call and read; the counters as above.
+// MlaSplit: one token's decode attention on a pool, the heads dealt out to the threads or the
+// positions split into shares (see its comment).
 // Also the F16 cache's row conversions of a 512-token prompt's rows (512 x 576 elements): to F16
 // when the rows are stored, back to F32 for the prompt-sized products, reference against
 // AVX-512 (counter: elements per second).
@@ -21,6 +23,8 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <span>
+#include <thread>
 #include <vector>
 
 #include "codegen/isa.h"
@@ -28,6 +32,7 @@
 #include "kernels/formats.h"
 #include "runtime/fast_attention.h"
 #include "runtime/kv_f16.h"
+#include "runtime/thread_pool.h"
 
 namespace zenmoe {
 namespace {
@@ -36,11 +41,22 @@ using refexec::Tensor;
 
 constexpr int64_t kLat = 512, kRope = 64, kRow = kLat + kRope;
 
-void BM_MlaDecode(benchmark::State& state, KvCacheType kv, bool then_read) {
-  const int64_t heads = state.range(0), ctx = state.range(1), stream = state.range(2);
-  const int64_t read = then_read ? state.range(3) << 10 : 0;
-  const bool prefetch = then_read && state.range(4) != 0;
+// One MLA attention node over `heads` heads, its cache filled through store() to `ctx` positions
+// and the position set to the last one; nullptr (the state told why) when it cannot run here.
+struct Setup {
   ir::Graph g;
+  std::unique_ptr<MlaOp> op;
+  std::vector<float> q_lat, q_pe, c, k, y;
+  std::vector<uint8_t> cache;
+  int32_t pos = 0;
+  Tensor tq, tp, tc, tk, tcache, tpos, ty;
+  Tensor* in[6] = {&tq, &tp, &tc, &tk, &tcache, &tpos};
+};
+
+std::unique_ptr<Setup> make_setup(benchmark::State& state, int64_t heads, int64_t ctx, KvCacheType kv,
+                                  int threads = 1) {
+  auto su = std::make_unique<Setup>();
+  ir::Graph& g = su->g;
   auto val = [&](const char* name, std::vector<int64_t> shape) {
     return g.add_value({name, ir::ValueKind::Temp, GgmlType::F32, std::move(shape)});
   };
@@ -52,13 +68,14 @@ void BM_MlaDecode(benchmark::State& state, KvCacheType kv, bool then_read) {
   const Expected<isa::Target> target = isa::resolve_target("");  // ZENMOE_ISA caps it
   if (!target) {
     state.SkipWithError(target.error().c_str());
-    return;
+    return nullptr;
   }
-  auto op = MlaOp::create(g.nodes.back(), g, *target, kv);
+  auto op = MlaOp::create(g.nodes.back(), g, *target, kv, threads);
   if (!op) {
     state.SkipWithError(op.error().c_str());
-    return;
+    return nullptr;
   }
+  su->op = std::move(*op);
   const GgmlType type = kv == KvCacheType::F16    ? GgmlType::F16
                         : kv == KvCacheType::BF16 ? GgmlType::BF16
                         : kv == KvCacheType::Q8_0 ? GgmlType::Q8_0
@@ -70,31 +87,46 @@ void BM_MlaDecode(benchmark::State& state, KvCacheType kv, bool then_read) {
     for (float& x : v) x = nd(rng);
     return v;
   };
-  std::vector<float> q_lat = floats(kLat * heads), q_pe = floats(kRope * heads), y(static_cast<size_t>(kLat * heads));
-  std::vector<uint8_t> cache(static_cast<size_t>(row_bytes(type, kRow) * ctx));
-  Tensor tq, tp, tc, tk, tcache, tpos, ty;
+  su->q_lat = floats(kLat * heads);
+  su->q_pe = floats(kRope * heads);
+  su->y.resize(static_cast<size_t>(kLat * heads));
+  su->cache.resize(static_cast<size_t>(row_bytes(type, kRow) * ctx));
   auto wrap = [](Tensor& t, void* p, std::vector<int64_t> ne, GgmlType ty_ = GgmlType::F32) {
     t.type = ty_;
     t.ne = std::move(ne);
     t.data = static_cast<uint8_t*>(p);
     t.cdata = t.data;
   };
-  wrap(tq, q_lat.data(), {kLat, heads, 1});
-  wrap(tp, q_pe.data(), {kRope, heads, 1});
-  wrap(tcache, cache.data(), {kRow, ctx}, type);
-  wrap(ty, y.data(), {kLat, heads, 1});
+  wrap(su->tq, su->q_lat.data(), {kLat, heads, 1});
+  wrap(su->tp, su->q_pe.data(), {kRope, heads, 1});
+  wrap(su->tcache, su->cache.data(), {kRow, ctx}, type);
+  wrap(su->ty, su->y.data(), {kLat, heads, 1});
   // Fill the cache one position at a time through store(), then attend from the last one.
-  std::vector<float> c = floats(kLat), k = floats(kRope);
-  int32_t pos = 0;
-  wrap(tc, c.data(), {kLat, 1});
-  wrap(tk, k.data(), {kRope, 1});
-  wrap(tpos, &pos, {1}, GgmlType::I32);
-  Tensor* in[] = {&tq, &tp, &tc, &tk, &tcache, &tpos};
-  for (pos = 0; pos < ctx; ++pos) {
-    for (float& x : c) x = nd(rng);
-    (*op)->store(in);
+  su->c = floats(kLat);
+  su->k = floats(kRope);
+  wrap(su->tc, su->c.data(), {kLat, 1});
+  wrap(su->tk, su->k.data(), {kRope, 1});
+  wrap(su->tpos, &su->pos, {1}, GgmlType::I32);
+  for (su->pos = 0; su->pos < ctx; ++su->pos) {
+    for (float& x : su->c) x = nd(rng);
+    su->op->store(su->in);
   }
-  pos = static_cast<int32_t>(ctx - 1);
+  su->pos = static_cast<int32_t>(ctx - 1);
+  return su;
+}
+
+void BM_MlaDecode(benchmark::State& state, KvCacheType kv, bool then_read) {
+  const int64_t heads = state.range(0), ctx = state.range(1), stream = state.range(2);
+  const int64_t read = then_read ? state.range(3) << 10 : 0;
+  const bool prefetch = then_read && state.range(4) != 0;
+  const std::unique_ptr<Setup> su = make_setup(state, heads, ctx, kv);
+  if (!su) return;
+  const std::vector<uint8_t>& cache = su->cache;
+  const Tensor& tcache = su->tcache;
+  const std::span<Tensor*> in(su->in);
+  const MlaOp& op = *su->op;
+  Tensor& ty = su->ty;
+  std::vector<float>& y = su->y;
   const size_t copies = stream ? (size_t{64} << 20) / cache.size() + 1 : 1;
   std::vector<std::vector<uint8_t>> caches(copies, cache);
   std::vector<Tensor> tcaches(copies, tcache);
@@ -117,7 +149,7 @@ void BM_MlaDecode(benchmark::State& state, KvCacheType kv, bool then_read) {
       scratch.side = side;
       scratch.side_ranges = 1;
     }
-    (*op)->run(0, 1, in, ty, scratch);
+    op.run(0, 1, in, ty, scratch);
     for (int64_t i = 0; i < read; i += 64) sum += r[i];
     other_at += read;
     benchmark::DoNotOptimize(y.data());
@@ -126,6 +158,41 @@ void BM_MlaDecode(benchmark::State& state, KvCacheType kv, bool then_read) {
   state.counters["GMAC/s"] = benchmark::Counter(static_cast<double>(heads * ctx * (kRow + kLat)) * 1e-9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
+
+// One token's decode attention (F16 cache) on a pool of `threads`, with its positions split into
+// shares of at least `min_rows` (MlaOp::prepare_split: the shares' pass, then the merge) or,
+// with min_rows 0, never split (the heads dealt out to the threads, whole vectors of 16 lanes
+// each however few heads they hold). The cache stays resident; the time includes the pool's
+// steps. On a host whose two CPUs are one core's two hardware threads, two FMA-bound threads
+// share its arithmetic units and the split gains nothing: pin to separate cores.
+void BM_MlaSplit(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const int64_t heads = state.range(1), ctx = state.range(2), min_rows = state.range(3);
+  if (threads > static_cast<int>(std::thread::hardware_concurrency())) return state.SkipWithError("more threads than CPUs");
+  const std::unique_ptr<Setup> su = make_setup(state, heads, ctx, KvCacheType::F16, threads);
+  if (!su) return;
+  auto pool = ThreadPool::create({threads, true, 200});
+  if (!pool) return state.SkipWithError(pool.error().c_str());
+  std::vector<AttentionScratch> scratch(static_cast<size_t>(threads));
+  const MlaOp& op = *su->op;
+  bool split = false;
+  for (auto _ : state) {
+    split = min_rows > 0 && op.prepare_split(1, threads, su->tpos, min_rows);
+    if (split) {
+      (*pool)->run([&](int tid) { op.run_part(tid, su->in, scratch[static_cast<size_t>(tid)]); });
+      (*pool)->run([&](int tid) { op.merge(tid, threads, su->ty); });
+    } else {
+      (*pool)->run([&](int tid) { op.run(tid, threads, su->in, su->ty, scratch[static_cast<size_t>(tid)]); });
+    }
+    benchmark::DoNotOptimize(su->y.data());
+  }
+  state.counters["split"] = split ? 1 : 0;
+}
+BENCHMARK(BM_MlaSplit)
+    ->ArgNames({"threads", "heads", "ctx", "min_rows"})
+    ->ArgsProduct({{2}, {16}, {32, 48, 64, 128, 256}, {0, 16, 32, 128}})
+    ->ArgsProduct({{2}, {64}, {64, 256, 1024}, {0, 32, 128}})
+    ->Unit(benchmark::kMicrosecond);
 
 void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"heads", "ctx", "stream"})->Unit(benchmark::kMicrosecond);

@@ -165,11 +165,12 @@ void MlaOp::decode_rows(int64_t m, int64_t j0, int64_t n, const Tensor& cache, f
   if (inv != nullptr) std::copy(stats + 2 * layout.lanes, stats + 2 * layout.lanes + m, inv);
 }
 
-bool MlaOp::prepare_split(int64_t T, int nth, const Tensor& pos) const {
+bool MlaOp::prepare_split(int64_t T, int nth, const Tensor& pos, int64_t min_rows) const {
   if (T != 1 || nth < 2 || sgemm_batch(T) || !(scale_ > 0.0f)) return false;
   const int64_t rows = static_cast<int64_t>(pos.ci32()[0]) + 1, vectors = (H_ + 15) / 16;
-  const int64_t shares = std::min<int64_t>(nth / vectors, rows / kMlaSplitMinRows);  // per vector
-  if (rows >= kMlaSplitMinRows * nth) {  // every thread all heads over its positions
+  if (min_rows <= 0) min_rows = H_ % (16 * nth) == 0 ? kMlaSplitMinRowsWhole : kMlaSplitMinRows;
+  const int64_t shares = std::min<int64_t>(nth / vectors, rows / min_rows);  // per vector
+  if (rows >= min_rows * nth) {  // every thread all heads over its positions
     split_heads_ = H_;
     split_shares_ = nth;
   } else if (shares >= 2) {  // every thread one vector of heads over its positions

@@ -51,6 +51,21 @@ struct AttentionScratch {
 // ranges in order, the last one cut short.
 void side_ranges_within(const std::vector<int64_t>& ranges, int64_t budget, std::vector<int64_t>& out);
 
+// Batches of at most this many tokens take the decode kernels (every cache type).
+inline constexpr int64_t kMlaGlueMaxTokens = 4;
+// Split decode: the fewest cache positions worth a share of their own. Split by heads, a thread
+// whose heads leave lanes of its vectors idle (the bench preset's 16 heads on 2 threads: 8 heads
+// in a vector of 16) walks every position at the cost of whole vectors, so shares of positions
+// pay from a few dozen (MlaSplit, 16 heads, 2 threads on two cores, cache resident: by heads
+// against split 21.5 / 38.6 / 75 us at 64 / 128 / 256 positions, split into shares of at least
+// 32 positions 18.7 / 30.8 / 52-64 us; 32-48 positions even). When the heads fill every
+// thread's vectors (64 heads on 2 threads), splitting adds the merge and the per-call costs of
+// more vectors to the same multiply-adds (64 heads, 256 positions: 191-196 by heads against
+// 232-241 us split): only past kMlaSplitMinRowsWhole positions a thread, where reading the
+// cache once per token instead of once per thread weighs more.
+inline constexpr int64_t kMlaSplitMinRows = 32;
+inline constexpr int64_t kMlaSplitMinRowsWhole = 128;
+
 class MlaOp {
  public:
   // Decode-sized batches (at most kMlaGlueMaxTokens tokens) run the generated heads-in-lanes
@@ -83,13 +98,15 @@ class MlaOp {
   void store(std::span<refexec::Tensor* const> in) const;
   // Caller thread, after store(): whether this batch runs split by cache positions (below) on
   // nth threads, sizing the partial results if so. Decode of one token, where the decode kernels
-  // run, over at least kMlaSplitMinRows positions per thread: every thread then reads only its
-  // share of the cache, for all heads (split by heads, every thread would read all of it; on
-  // CPUs with an L3 per core complex, each complex from memory). Over fewer positions, with
-  // more threads than vectors of 16 heads (64 heads on 16 threads: 4 vectors), each vector's
-  // positions are split into shares of at least kMlaSplitMinRows, one thread per vector and
-  // share: split by heads, every thread would walk all positions for a quarter-used vector.
-  bool prepare_split(int64_t T, int nth, const refexec::Tensor& pos) const;
+  // run, over at least min_rows positions per thread: every thread then reads only its share of
+  // the cache, for all heads (split by heads, every thread would read all of it; on CPUs with
+  // an L3 per core complex, each complex from memory). Over fewer positions, with more threads
+  // than vectors of 16 heads (64 heads on 16 threads: 4 vectors), each vector's positions are
+  // split into shares of at least min_rows, one thread per vector and share: split by heads,
+  // every thread would walk all positions for a quarter-used vector. `min_rows` 0:
+  // kMlaSplitMinRowsWhole when the heads split into whole vectors per thread, else
+  // kMlaSplitMinRows (benchmarks pass others).
+  bool prepare_split(int64_t T, int nth, const refexec::Tensor& pos, int64_t min_rows = 0) const;
   // After prepare_split returned true: the shares the positions are split into.
   int64_t split_shares() const { return split_shares_; }
   // Thread `tid` of the nth prepare_split laid out, over its share of the positions: scores for
@@ -201,10 +218,6 @@ class MlaOp {
   void dequantize_head(int64_t h) const;
 };
 
-// Batches of at most this many tokens take the decode kernels (every cache type).
-inline constexpr int64_t kMlaGlueMaxTokens = 4;
-// Split decode: the fewest cache positions per thread worth a share of their own.
-inline constexpr int64_t kMlaSplitMinRows = 128;
 // Q8_0 cache rows widened at a time on the SGEMM path (576 dims: 1.2 MB of F32, about a core's L2).
 inline constexpr int64_t kKvChunkRows = 512;
 

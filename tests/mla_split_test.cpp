@@ -98,7 +98,7 @@ TEST(MlaSplit, VectorsOfHeadsSplitByPositionsWhenThreadsOutnumberThem) {
     attend(**op, b, cache, 2);
   }
   EXPECT_FALSE((*op)->prepare_split(1, 6, Batch(p0 - 1, 1, rng, kHeads40).tpos)) << "one share per vector";
-  for (int step = 0; step < 3; ++step, ++p0) {  // 256, 257 and 258 positions
+  for (int step = 0; step < 3; ++step, ++p0) {  // 2 * kMlaSplitMinRows positions and the two after
     for (int nth : {6, 7}) {
       Batch b(p0, 1, rng, kHeads40);
       const std::vector<float> by_heads = attend(**op, b, cache, nth);
@@ -113,6 +113,32 @@ TEST(MlaSplit, VectorsOfHeadsSplitByPositionsWhenThreadsOutnumberThem) {
   EXPECT_TRUE((*op)->prepare_split(1, 4, Batch(4 * kMlaSplitMinRows - 1, 1, rng, kHeads40).tpos));
 }
 
+// 64 heads on 2 threads fill both threads' vectors when split by heads: positions split only
+// from kMlaSplitMinRowsWhole a thread; on 3 threads (22 heads each, vectors part idle) and on 8
+// (8 heads each) from kMlaSplitMinRows.
+TEST(MlaSplit, WholeVectorsOfHeadsSplitOnlyOverLongCaches) {
+  const isa::Target host{isa::host_level(), isa::host_tuning()};
+  if (host.level < isa::IsaLevel::kAvx512) GTEST_SKIP() << "the decode kernels need AVX-512";
+  constexpr int64_t kHeads64 = 64;
+  ir::Node node;
+  const ir::Graph g = attention_graph(&node, kHeads64);
+  auto op = MlaOp::create(node, g, host, KvCacheType::F16, 2);
+  ASSERT_TRUE(op.has_value()) << op.error();
+  std::mt19937 rng(5);
+  auto splits = [&](int64_t positions, int nth) {
+    return (*op)->prepare_split(1, nth, Batch(positions - 1, 1, rng, kHeads64).tpos);
+  };
+  EXPECT_FALSE(splits(2 * kMlaSplitMinRowsWhole - 1, 2));
+  EXPECT_TRUE(splits(2 * kMlaSplitMinRowsWhole, 2));
+  EXPECT_EQ((*op)->split_shares(), 2);
+  EXPECT_FALSE(splits(3 * kMlaSplitMinRows - 1, 3));
+  EXPECT_TRUE(splits(3 * kMlaSplitMinRows, 3));
+  EXPECT_EQ((*op)->split_shares(), 3);
+  EXPECT_FALSE(splits(2 * kMlaSplitMinRows - 1, 8)) << "one share per vector";
+  EXPECT_TRUE(splits(2 * kMlaSplitMinRows, 8)) << "two shares per vector";
+  EXPECT_EQ((*op)->split_shares(), 2);
+}
+
 TEST(MlaSplit, OnlyLongSingleTokenBatchesSplit) {
   const isa::Target host{isa::host_level(), isa::host_tuning()};
   ir::Node node;
@@ -123,6 +149,7 @@ TEST(MlaSplit, OnlyLongSingleTokenBatchesSplit) {
   const bool kernels = host.level >= isa::IsaLevel::kAvx512;
   EXPECT_EQ((*op)->prepare_split(1, 2, Batch(2 * kMlaSplitMinRows - 1, 1, rng).tpos), kernels);
   EXPECT_FALSE((*op)->prepare_split(1, 2, Batch(2 * kMlaSplitMinRows - 2, 1, rng).tpos)) << "too few positions";
+  EXPECT_EQ((*op)->prepare_split(1, 2, Batch(2 * 16 - 1, 1, rng).tpos, 16), kernels) << "shares of 16 asked for";
   EXPECT_FALSE((*op)->prepare_split(1, 1, Batch(400, 1, rng).tpos)) << "one thread";
   EXPECT_FALSE((*op)->prepare_split(2, 2, Batch(400, 2, rng).tpos)) << "two tokens";
   auto scalar = MlaOp::create(node, g, isa::Target{}, KvCacheType::F32);
