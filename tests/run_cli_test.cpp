@@ -51,11 +51,12 @@ class RunCli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Runs `zenmoe <args>` (args already shell-quoted where needed).
-  Result zenmoe(const std::string& args) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+  // Runs `zenmoe <args>` (args already shell-quoted where needed), `input` on its standard input.
+  Result zenmoe(const std::string& args, const std::string& input = "") {
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr", in = dir_ / "stdin";
+    std::ofstream(in, std::ios::binary) << input;
     const std::string cmd = std::string("'") + ZENMOE_BINARY + "' " + args + " >'" + out.string() + "' 2>'" +
-                            err.string() + "' </dev/null";
+                            err.string() + "' <'" + in.string() + "'";
     const int raw = std::system(cmd.c_str());
     Result r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
@@ -252,6 +253,43 @@ TEST_F(RunCli, ChatFormatsForKnownTemplatesAndRejectsUnknown) {
     EXPECT_GT(std::stoi(b[1]), std::stoi(a[1]) + 5);  // the chat markup adds tokens
   }
   expect_one_line_error("run -m '" + other + "' -p hi --chat", "unknown chat template");
+}
+
+// --conversation: one turn per line of standard input (after -p, if given) until /exit; the
+// first turn is what --chat -p answers; the second evaluates only what it adds (the cache keeps
+// the first turn's prompt and reply), so its prompt tokens fall short of re-reading the first.
+TEST_F(RunCli, ConversationTakesTurnsAndReusesTheCache) {
+  const std::string ds = model_with_template(dir_, "ds.gguf", "{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{{'<｜end▁of▁sentence｜>'}}");
+  ASSERT_FALSE(ds.empty());
+  const std::string m = "run -m '" + ds + "' -n 4 --temp 0 --ignore-eos";
+  const std::regex summary("conversation of (\\d+) turns: prompt (\\d+) tokens, .*\n");
+  Result chat = zenmoe(m + " --chat -p 'hello there'");
+  ASSERT_EQ(chat.status, 0) << chat.err;
+  Result one = zenmoe(m + " -cnv", "hello there\n");
+  ASSERT_EQ(one.status, 0) << one.err;
+  EXPECT_EQ(one.out, chat.out + "\n");
+  std::smatch a, b;
+  ASSERT_TRUE(std::regex_match(one.err, a, summary)) << one.err;
+  EXPECT_EQ(a[1], "1");
+  Result two = zenmoe(m + " -cnv -p 'hello there'", "\nsecond question\n/exit\nnot read\n");
+  ASSERT_EQ(two.status, 0) << two.err;
+  ASSERT_TRUE(std::regex_match(two.err, b, summary)) << two.err;
+  EXPECT_EQ(b[1], "2");
+  ASSERT_EQ(std::count(two.out.begin(), two.out.end(), '\n'), 2) << two.out;
+  EXPECT_EQ(two.out.substr(0, one.out.size()), one.out);
+  // The second turn evaluates the first reply's last token (-n stopped it before the model saw
+  // it) and the markup and text the second message adds, nothing of the first turn again.
+  Result added = zenmoe("tokenize -m '" + ds + "' '<｜end▁of▁sentence｜><｜User｜>second question<｜Assistant｜>'");
+  ASSERT_EQ(added.status, 0) << added.err;
+  const auto n_added = std::count(added.out.begin(), added.out.end(), ',') + 1;
+  EXPECT_EQ(std::stoi(b[2]) - std::stoi(a[2]), 1 + n_added) << added.out;
+  expect_one_line_error("run -m '" + kModel + "' -cnv", "--conversation: the model has no chat template");
+  // A turn past the context: the replies so far on stdout, one error line, status 1.
+  Result full = zenmoe(m + " -cnv -c " + std::to_string(std::stoi(a[2]) + 10) + " -p 'hello there'", "second question\n");
+  EXPECT_EQ(full.status, 1);
+  EXPECT_EQ(full.out, one.out + "\n");
+  EXPECT_EQ(std::count(full.err.begin(), full.err.end(), '\n'), 1) << full.err;
+  EXPECT_NE(full.err.find("more than the context size"), std::string::npos) << full.err;
 }
 
 std::vector<float> read_f32(const fs::path& p) {

@@ -1,12 +1,15 @@
 // `zenmoe run`: tokenise a prompt (optionally in the model's chat format), prefill it, then
 // sample and stream tokens until -n, an end-of-generation token or the context limit.
-// stdout carries only the generated text; the one summary line goes to stderr.
+// stdout carries only the generated text; the one summary line goes to stderr. With
+// --conversation, turn after turn: each line of standard input is a user message, and each turn
+// evaluates only what the conversation added since the last one (the cache keeps the rest).
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <random>
@@ -45,7 +48,10 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"repeat-last-n", "", true, "tokens the repetition penalty looks back at (default 64)"},
     {"seed", "s", true, "sampling seed (default: random)"},
     {"chat", "", false, "wrap the prompt in the model's chat format"},
-    {"system-prompt", "sys", true, "system message for --chat"},
+    {"system-prompt", "sys", true, "system message for --chat or --conversation"},
+    {"conversation", "cnv", false,
+     "chat turn by turn in the model's chat format: each line of standard input is a user message (-p or -f, if "
+     "given, the first), until the input ends or a line reads /exit"},
     {"ignore-eos", "", false, "keep generating past end-of-generation tokens"},
     {"ref", "", false, "force the scalar reference executor"},
     {"profile", "", false, "print the time spent per op kind"},
@@ -72,6 +78,7 @@ struct RunOptions {
   bool ctx_given = false;
   int n_threads = 1;
   bool chat = false;
+  bool conversation = false;
   std::string system_prompt;
   bool ignore_eos = false;
   bool force_ref = false;
@@ -118,16 +125,18 @@ Expected<RunOptions> parse_options(const Args& a) {
   if (!a.positionals().empty()) return Error{"unexpected argument '" + a.positionals()[0] + "'"};
   if (!a.has("model")) return Error{"missing -m MODEL.gguf (try zenmoe run --help)"};
   o.model_path = a.get("model");
+  o.conversation = a.has("conversation");
   if (a.has("prompt") && a.has("file")) return Error{"give the prompt with -p or -f, not both"};
-  if (!a.has("prompt") && !a.has("file")) return Error{"missing prompt: give -p TEXT or -f FILE"};
+  if (!a.has("prompt") && !a.has("file") && !o.conversation)
+    return Error{"missing prompt: give -p TEXT or -f FILE (or --conversation)"};
   if (a.has("file")) {
     auto text = read_file(a.get("file"));
     if (!text) return Error{text.error()};
     o.prompt = std::move(*text);
-  } else {
+  } else if (a.has("prompt")) {
     o.prompt = a.get("prompt");
   }
-  if (o.prompt.empty()) return Error{"the prompt is empty"};
+  if (o.prompt.empty() && (a.has("prompt") || a.has("file"))) return Error{"the prompt is empty"};
   auto n = a.get_int("n-predict", 128, -1, INT32_MAX);
   auto ctx = a.get_int("ctx-size", 4096, 1, 1 << 24);
   // The machine's topology is read only when no count is given.
@@ -138,9 +147,9 @@ Expected<RunOptions> parse_options(const Args& a) {
   o.n_ctx = static_cast<int>(*ctx);
   o.ctx_given = a.has("ctx-size");
   o.n_threads = static_cast<int>(*threads);
-  o.chat = a.has("chat");
+  o.chat = a.has("chat") || o.conversation;
   o.system_prompt = a.get("system-prompt");
-  if (a.has("system-prompt") && !o.chat) return Error{"--system-prompt needs --chat"};
+  if (a.has("system-prompt") && !o.chat) return Error{"--system-prompt needs --chat or --conversation"};
   o.ignore_eos = a.has("ignore-eos");
   o.force_ref = a.has("ref");
   o.profile = a.has("profile");
@@ -186,28 +195,49 @@ struct Stats {
   int64_t decode_evals = 0;
   double decode_s = 0;
   bool context_full = false;
+  void add(const Stats& t) {
+    prompt_tokens += t.prompt_tokens;
+    prefill_s += t.prefill_s;
+    generated += t.generated;
+    decode_evals += t.decode_evals;
+    decode_s += t.decode_s;
+    context_full = t.context_full;
+  }
 };
 
-// Prefill, then sample / stream / decode until a stop condition. Returns the figures.
-Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer& tk,
-                         const std::vector<int32_t>& prompt) {
+// What a turn generated: its text, and the last token when -n stopped the turn before the
+// token went through the model (the next turn evaluates it first).
+struct Reply {
+  std::string text;
+  std::vector<int32_t> unevaluated;
+};
+
+// Prefill (the sampler has seen the prompt), then sample / stream / decode until a stop
+// condition. Returns the figures; `reply`, when given, collects the text.
+Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer& tk, Sampler& sampler,
+                         const std::vector<int32_t>& prompt, Reply* reply = nullptr) {
   Stats st;
   st.prompt_tokens = prompt.size();
   const int nv = ex.n_vocab();
   std::vector<float> logits(static_cast<size_t>(nv));
-  Sampler sampler(o.sampling, nv);
-  for (int32_t t : prompt) sampler.accept(t);
   auto t0 = std::chrono::steady_clock::now();
   ZENMOE_RETURN_IF_ERROR(ex.eval(prompt, logits.data(), false));
   st.prefill_s = seconds_since(t0);
   tok::StreamDecoder dec(tk);
+  const auto out = [&](const std::string& text) {
+    emit(text);
+    if (reply != nullptr) reply->text += text;
+  };
   while (o.n_predict < 0 || st.generated < o.n_predict) {
     const int32_t next = sampler.sample(logits.data());
     if (tk.is_eog(next) && !o.ignore_eos) break;
     sampler.accept(next);
     ++st.generated;
-    emit(dec.push(next));
-    if (o.n_predict >= 0 && st.generated >= o.n_predict) break;
+    out(dec.push(next));
+    if (o.n_predict >= 0 && st.generated >= o.n_predict) {
+      if (reply != nullptr) reply->unevaluated.push_back(next);
+      break;
+    }
     if (ex.n_past() >= ex.n_ctx()) {
       st.context_full = true;
       break;
@@ -217,8 +247,64 @@ Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer
     st.decode_s += seconds_since(t0);
     ++st.decode_evals;
   }
-  emit(dec.flush());
+  out(dec.flush());
   return st;
+}
+
+// --conversation: the -p / -f message first, then one user message per line of standard input.
+// Each turn renders the whole conversation; when it extends what the cache holds (the
+// rendering so far plus the reply as generated), only the new part is tokenised and evaluated,
+// else the cache starts over from the full rendering.
+Expected<Stats> converse(const RunOptions& o, Executor& ex, const tok::Tokenizer& tk, ChatStyle style,
+                         int* turns) {
+  Stats total;
+  Sampler sampler(o.sampling, ex.n_vocab());
+  std::vector<ChatMessage> msgs;
+  if (!o.system_prompt.empty()) msgs.push_back({"system", o.system_prompt});
+  std::string cached;           // the text whose tokens the cache holds (after BOS)
+  std::vector<int32_t> carry;   // a reply's last token, not yet through the model
+  const bool prompt_marks = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+  bool first = true;
+  std::string user;
+  for (;;) {
+    if (first && !o.prompt.empty()) {
+      user = o.prompt;
+    } else {
+      if (prompt_marks) emit("> ");
+      if (!std::getline(std::cin, user) || user == "/exit") break;
+    }
+    first = false;
+    if (user.empty()) continue;
+    msgs.push_back({"user", user});
+    auto full = format_chat(style, msgs, true);
+    if (!full) return Error{"--conversation: " + full.error()};
+    std::vector<int32_t> toks;
+    size_t seen = 0;  // leading tokens the sampler has already accepted (the carried one)
+    if (ex.n_past() > 0 && full->starts_with(cached)) {
+      toks = carry;
+      seen = carry.size();
+      const std::vector<int32_t> more = tk.encode(std::string_view(*full).substr(cached.size()), false, true);
+      toks.insert(toks.end(), more.begin(), more.end());
+    } else {
+      ex.reset();
+      toks = tk.encode(*full, true, true);
+    }
+    if (ex.n_past() + toks.size() > static_cast<size_t>(ex.n_ctx()))
+      return Error{"the conversation needs " + std::to_string(ex.n_past() + toks.size()) +
+                   " tokens, more than the context size " + std::to_string(ex.n_ctx()) + " (raise -c)"};
+    for (size_t i = seen; i < toks.size(); ++i) sampler.accept(toks[i]);
+    Reply reply;
+    auto st = generate(o, ex, tk, sampler, toks, &reply);
+    if (!st) return Error{st.error()};
+    total.add(*st);
+    ++*turns;
+    emit("\n");
+    cached = *full + reply.text;
+    carry = std::move(reply.unevaluated);
+    msgs.push_back({"assistant", std::move(reply.text)});
+    if (st->context_full) break;
+  }
+  return total;
 }
 
 std::string rate(double n, double s) {
@@ -262,9 +348,15 @@ int cmd_run(int argc, char** argv, int first) {
   if (!model) return fail(model.error());
   auto tk = tok::Tokenizer::from_metadata(model->gguf.metadata());
   if (!tk) return fail(tk.error());
-  auto prompt = prompt_tokens(*opts, *tk);
+  ChatStyle style = ChatStyle::DeepSeekV3;  // --conversation: the model's
+  if (opts->conversation) {
+    auto detected = detect_chat_style(tk->chat_template());
+    if (!detected) return fail("--conversation: " + detected.error());
+    style = *detected;
+  }
+  auto prompt = opts->conversation && opts->prompt.empty() ? std::vector<int32_t>{} : prompt_tokens(*opts, *tk);
   if (!prompt) return fail(prompt.error());
-  if (prompt->empty()) return fail("the prompt gives no tokens");
+  if (prompt->empty() && !opts->conversation) return fail("the prompt gives no tokens");
   const std::string arch = model->gguf.metadata().get_string_or("general.architecture", "");
   const uint64_t n_ctx_train = model->gguf.metadata().get_uint_or(arch + ".context_length", 0);
   if (!opts->ctx_given && n_ctx_train > 0 && n_ctx_train < static_cast<uint64_t>(opts->n_ctx))
@@ -285,13 +377,22 @@ int cmd_run(int argc, char** argv, int first) {
     if (t < 0 || t >= (*ex)->n_vocab())
       return fail("prompt token " + std::to_string(t) + " is outside the model's vocabulary of " +
                   std::to_string((*ex)->n_vocab()));
-  auto st = generate(*opts, **ex, *tk, *prompt);
+  int turns = 0;
+  Expected<Stats> st = Stats{};
+  if (opts->conversation) {
+    st = converse(*opts, **ex, *tk, style, &turns);
+  } else {
+    Sampler sampler(opts->sampling, (*ex)->n_vocab());
+    for (int32_t t : *prompt) sampler.accept(t);
+    st = generate(*opts, **ex, *tk, sampler, *prompt);
+  }
   if (!st) {
     std::fputc('\n', stdout);
     return fail(st.error());
   }
-  if (isatty(STDOUT_FILENO)) std::fputc('\n', stdout);
+  if (isatty(STDOUT_FILENO) && !opts->conversation) std::fputc('\n', stdout);
   std::fflush(stdout);
+  if (opts->conversation) std::fprintf(stderr, "conversation of %d turns: ", turns);
   std::fprintf(stderr, "prompt %zu tokens, prefill %s tok/s | generated %lld tokens, decode %s tok/s%s\n",
                st->prompt_tokens, rate(static_cast<double>(st->prompt_tokens), st->prefill_s).c_str(),
                static_cast<long long>(st->generated),
