@@ -7,7 +7,10 @@
 //            by their scale), each group scored at once while it is still in L1;
 //   scores   S[j][k] = q_k · row_j: each row element is one broadcast multiplied into every
 //            head's lane at once, with no horizontal sums (sums added in runs of kScoreRun
-//            terms: one long chain of single additions loses more to rounding);
+//            terms: one long chain of single additions loses more to rounding); a call's last,
+//            partial group of rows is scored kTailRows rows at a time, so rows past the cache
+//            are scored (as zeros) only up to the next multiple of kTailRows, not of kScoreRows
+//            (a share of 32 positions of a split decode scored 36 rows before, 32 now);
 //   softmax  online: the running maxima, sums and rescale factors are vectors over the heads;
 //   values   Y[k][c] = Y[k][c] * alpha[k] + sum_j P[j][k] * row_j[c] with the columns in the
 //            lanes instead: blocks of 4 heads by 6 vectors of 16 columns, so a row step loads the
@@ -56,6 +59,8 @@ namespace {
 constexpr int64_t kTileRows = kGlueAttnTileRows;
 constexpr int64_t kScoreRows = 12;  // rows widened and scored together (12 x 576 f32: 27 KB)
 constexpr int64_t kScoreRun = 64;
+// Rows a partial group of kScoreRows (the last of a call) scores at a time.
+constexpr int kTailRows = 4;
 // f32 form's value blocks: heads by vectors of 16 columns (24 accumulators).
 constexpr int kValueHeads = 4, kValueVecs = 6;
 static_assert(kTileRows % kScoreRows == 0);
@@ -485,32 +490,56 @@ class Flash {
     Value* next_rows = min64(k.ci64(kTileRows), b.CreateSub(a.n, after));
     b.CreateStore(b.CreateMul(after, a.stride), pf_at);
     b.CreateStore(b.CreateSDiv(b.CreateAdd(b.CreateMul(next_rows, a.stride), k.ci64(63)), k.ci64(64)), pf_left);
-    k.loop(k.ci64(0), nj, kScoreRows, [&](Value* jj) {
+    // Group of rows from jj: kScoreRows of them, or the call's last, partial group (`tail`).
+    auto group = [&](Value* jj, bool tail) {
       Value* sub = k.at(k.f32, tile, b.CreateMul(jj, k.ci64(W)));
       Value* out = k.at(k.f32, s, b.CreateMul(jj, k.ci64(lanes)));
+      Value* cnt = min64(k.ci64(kScoreRows), b.CreateSub(nj, jj));  // a run-time count either way
+      // A partial group is scored kTailRows rows at a time (up to 32 heads; with more, whose
+      // kernels ran 1-2 % slower over long caches with a second copy of the group's code, in
+      // whole blocks): rows past the cache up to the next multiple of it (or of kScoreRows)
+      // score zeros (their scores are never read).
+      const bool by_tail_rows = tail && ng <= 2;
+      Value* scored = by_tail_rows ? b.CreateAnd(b.CreateAdd(cnt, k.ci64(kTailRows - 1)), k.ci64(-kTailRows))
+                                   : k.ci64(kScoreRows);
       if (!dot) {
-        Value* cnt = min64(k.ci64(kScoreRows), b.CreateSub(nj, jj));
         k.loop(k.ci64(0), cnt, 1, [&](Value* r) {
           widen_row(b.CreateAdd(b.CreateAdd(j0, jj), r), k.at(k.f32, sub, b.CreateMul(r, k.ci64(W))));
         });
-        // Rows past the cache score zeros (their scores are never read).
-        k.loop(b.CreateMul(cnt, k.ci64(W)), k.ci64(kScoreRows * W), 1,
-               [&](Value* i) { k.store_f32(k.cf(0.0f), sub, i); });
+        if (tail) {
+          Value* past = k.at(k.f32, sub, b.CreateMul(cnt, k.ci64(W)));
+          k.vec_loop(b.CreateMul(b.CreateSub(scored, cnt), k.ci64(W)),
+                     [&](Value* i, Value* mask) { k.store(k.splat(0.0f), past, i, mask); });
+        }
       }
       for (int64_t i = 0; i < kScoreRows * lanes; i += 16) vstore(k.splat(0.0f), out, k.ci64(i));
+      // Rows from `first` (i64, within the group) as scores_block takes them.
+      auto rows_at = [&](Value* first, int JB) {
+        if (dot) return cache_rows(b.CreateAdd(b.CreateAdd(j0, jj), first), JB);
+        std::vector<Value*> rows;
+        for (int64_t r = 0; r < JB; ++r)
+          rows.push_back(k.at(k.f32, sub, b.CreateMul(b.CreateAdd(first, k.ci64(r)), k.ci64(W))));
+        return rows;
+      };
       by_lane_groups([&](int GB, int64_t g0) {
-        const int JB = score_rows(GB);
-        for (int64_t j = 0; j < kScoreRows; j += JB) {
-          std::vector<Value*> rows;
-          if (dot) {
-            rows = cache_rows(b.CreateAdd(b.CreateAdd(j0, jj), k.ci64(j)), JB);
-          } else {
-            for (int64_t r = 0; r < JB; ++r) rows.push_back(k.at(k.f32, sub, k.ci64((j + r) * W)));
-          }
-          scores_block(GB, JB, rows, g0, k.at(k.f32, out, k.ci64(j * lanes)));
+        if (by_tail_rows) {
+          k.loop(k.ci64(0), scored, kTailRows, [&](Value* j) {
+            scores_block(GB, kTailRows, rows_at(j, kTailRows), g0, k.at(k.f32, out, b.CreateMul(j, k.ci64(lanes))));
+          });
+          return;
         }
+        const int JB = score_rows(GB);
+        for (int64_t j = 0; j < kScoreRows; j += JB)
+          scores_block(GB, JB, rows_at(k.ci64(j), JB), g0, k.at(k.f32, out, k.ci64(j * lanes)));
       });
-    });
+    };
+    if (ng <= 2) {  // whole groups, then the partial one in kTailRows rows
+      Value* groups_end = b.CreateMul(b.CreateSDiv(nj, k.ci64(kScoreRows)), k.ci64(kScoreRows));
+      k.loop(k.ci64(0), groups_end, kScoreRows, [&](Value* jj) { group(jj, false); });
+      k.if_then(b.CreateICmpSLT(groups_end, nj), [&] { group(groups_end, true); });
+    } else {  // one loop, every group scored whole (a partial one padded with zero rows)
+      k.loop(k.ci64(0), nj, kScoreRows, [&](Value* jj) { group(jj, true); });
+    }
     online_softmax(nj);
     Value* steps = nj;  // value row steps: rows, or in the dot form row pairs
     if (dot) {
