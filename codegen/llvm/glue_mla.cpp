@@ -7,10 +7,11 @@
 //            by their scale), each group scored at once while it is still in L1;
 //   scores   S[j][k] = q_k · row_j: each row element is one broadcast multiplied into every
 //            head's lane at once, with no horizontal sums (sums added in runs of kScoreRun
-//            terms: one long chain of single additions loses more to rounding); a call's last,
-//            partial group of rows is scored kTailRows rows at a time, so rows past the cache
-//            are scored (as zeros) only up to the next multiple of kTailRows, not of kScoreRows
-//            (a share of 32 positions of a split decode scored 36 rows before, 32 now);
+//            terms: one long chain of single additions loses more to rounding); up to 32 heads
+//            a call's last, partial group of rows is scored kTailRows rows at a time, so rows
+//            past the cache are scored (as zeros) only up to the next multiple of kTailRows, not
+//            of kScoreRows (a share of 32 positions of a split decode scored 36 rows before, 32
+//            now);
 //   softmax  online: the running maxima, sums and rescale factors are vectors over the heads;
 //   values   Y[k][c] = Y[k][c] * alpha[k] + sum_j P[j][k] * row_j[c] with the columns in the
 //            lanes instead: blocks of 4 heads by 6 vectors of 16 columns, so a row step loads the
