@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/formats.h"
 #include "kernels/status.h"
 
 namespace zenmoe {
@@ -71,6 +72,17 @@ std::vector<std::pair<std::string, double>> sum_by_profile_key(const ir::Graph& 
                                                                 std::span<const ir::Node* const> nodes,
                                                                 std::span<const double> seconds, ProfileBy by);
 
+// One of an engine's KV caches (a state value of its graph), a row per position: position p
+// is bytes [p * row_bytes, (p + 1) * row_bytes) of data, which holds n_ctx() rows. What a
+// prompt cache file saves and restores (runtime/prompt_cache.h).
+struct KvCacheRows {
+  std::string name;
+  GgmlType type = GgmlType::F32;  // element type
+  int64_t row_elems = 0;          // elements per position
+  int64_t row_bytes = 0;
+  uint8_t* data = nullptr;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -84,6 +96,13 @@ class Executor {
   virtual Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) = 0;
   // Forgets the sequence (n_past() becomes 0).
   virtual void reset() = 0;
+  // The KV caches, in graph order (rows past n_past() hold nothing of the sequence).
+  virtual std::vector<KvCacheRows> kv_caches() = 0;
+  // Keeps the first n positions of the sequence (0 <= n <= n_past()): the next eval starts at n.
+  virtual Status rewind(int n) = 0;
+  // The caller wrote rows [0, n) of every kv_caches() entry (a saved sequence, 0 <= n <=
+  // n_ctx()): they are now the sequence, and the next eval starts at n.
+  virtual Status restore(int n) = 0;
   // Seconds per op kind (or node: ExecutorOptions::profile_by) accumulated over evals when
   // ExecutorOptions::profile was set, largest first; empty for engines that do not profile.
   virtual std::vector<std::pair<std::string, double>> profile() const { return {}; }

@@ -261,18 +261,26 @@ void MlaOp::store(std::span<Tensor* const> in) const {
   }
   // Without the F16 / BF16 kernels every batch runs the SGEMM pair, which reads F32 rows: an F32
   // copy of the stored rows is kept up to date, each row widened once when it is stored.
-  if ((kv_ == KvCacheType::F16 || kv_ == KvCacheType::BF16) && sgemm_batch(T)) {
-    const auto rows = static_cast<size_t>(pos.ci32()[T - 1]) + 1;  // positions ascend
-    if (widened_.size() < rows * static_cast<size_t>(W)) widened_.resize(rows * static_cast<size_t>(W));
-    for (int64_t t = 0; t < T; ++t) {
-      const int64_t p = pos.ci32()[t];
-      float* dst = widened_.data() + p * W;
-      if (kv_ == KvCacheType::F16)
-        kv_f16_widen_row(reinterpret_cast<const f16_t*>(cache.cdata) + p * W, dst, W, avx512_);
-      else
-        ref::bf16_to_fp32_row(reinterpret_cast<const bf16_t*>(cache.cdata) + p * W, dst, W);
-    }
+  if (sgemm_batch(T))
+    for (int64_t t = 0; t < T; ++t) widen_copy(cache, pos.ci32()[t], pos.ci32()[t] + 1);
+}
+
+void MlaOp::widen_copy(const Tensor& cache, int64_t p0, int64_t p1) const {
+  if (kv_ != KvCacheType::F16 && kv_ != KvCacheType::BF16) return;
+  const int64_t W = W_;
+  if (widened_.size() < static_cast<size_t>(p1 * W)) widened_.resize(static_cast<size_t>(p1 * W));
+  for (int64_t p = p0; p < p1; ++p) {
+    float* dst = widened_.data() + p * W;
+    if (kv_ == KvCacheType::F16)
+      kv_f16_widen_row(reinterpret_cast<const f16_t*>(cache.cdata) + p * W, dst, W, avx512_);
+    else
+      ref::bf16_to_fp32_row(reinterpret_cast<const bf16_t*>(cache.cdata) + p * W, dst, W);
   }
+}
+
+void MlaOp::rows_replaced(const Tensor& cache, int64_t from, int64_t to) const {
+  kept_ = std::min(kept_, from);
+  if (sgemm_batch(1)) widen_copy(cache, from, to);
 }
 
 void MlaOp::softmax_rows(float* s, int64_t rows, int64_t stride, int64_t vis) const {

@@ -96,6 +96,10 @@ class MlaOp {
   bool decode_amx() const { return amx_; }
   // Caller thread: writes this batch's cache rows.
   void store(std::span<refexec::Tensor* const> in) const;
+  // Cache rows [from, to) were written from outside (a restored prompt cache; from == to after
+  // a rewind): keys and values kept from position `from` on are forgotten, and the F32 copy the
+  // SGEMM path reads is widened again from those rows.
+  void rows_replaced(const refexec::Tensor& cache, int64_t from, int64_t to) const;
   // Caller thread, after store(): whether this batch runs split by cache positions (below) on
   // nth threads, sizing the partial results if so. Decode of one token, where the decode kernels
   // run, over at least min_rows positions per thread: every thread then reads only its share of
@@ -161,6 +165,8 @@ class MlaOp {
                            AttentionScratch& sc) const;
 
   const float* f32_cache(const refexec::Tensor& cache) const;
+  // F16 / BF16 cache: the F32 copy of rows [p0, p1) (widened_) made from the cache.
+  void widen_copy(const refexec::Tensor& cache, int64_t p0, int64_t p1) const;
 
   float scale_ = 1.0f;
   KvCacheType kv_ = KvCacheType::F32;

@@ -109,6 +109,9 @@ class Impl final : public FastExecutor {
   int n_past() const override { return n_past_; }
   Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) override;
   void reset() override { n_past_ = 0; }
+  std::vector<KvCacheRows> kv_caches() override { return refexec::kv_cache_rows(cm_->graph, tensors_); }
+  Status rewind(int n) override;
+  Status restore(int n) override;
   std::vector<std::pair<std::string, double>> profile() const override;
   std::map<std::string, uint64_t> decode_weight_bytes() const override;
   std::vector<std::string> dispatch_log() const override { return dispatch_; }
@@ -721,6 +724,24 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
     else if (c0 + T == total)
       std::memcpy(logits, y + static_cast<size_t>(T - 1) * row, row * sizeof(float));
   }
+  return Status::ok();
+}
+
+Status Impl::rewind(int n) {
+  if (n < 0 || n > n_past_)
+    return Error{"rewind to " + std::to_string(n) + " positions: the sequence holds " + std::to_string(n_past_)};
+  for (const Step& s : steps_)
+    if (s.mla) s.mla->rows_replaced(*s.in[4], n, n);
+  n_past_ = n;
+  return Status::ok();
+}
+
+Status Impl::restore(int n) {
+  if (n < 0 || n > n_ctx_)
+    return Error{"restore of " + std::to_string(n) + " positions: the context holds " + std::to_string(n_ctx_)};
+  for (const Step& s : steps_)
+    if (s.mla) s.mla->rows_replaced(*s.in[4], 0, n);
+  n_past_ = n;
   return Status::ok();
 }
 

@@ -1,24 +1,23 @@
 // Plan file I/O: the atomic writer (temporaries renamed at the end, removed on any failure or
-// on SIGINT / SIGTERM) and the validating reader with its read-only mapping of the side file.
+// on SIGINT / SIGTERM: runtime/temp_files.h) and the validating reader with its read-only
+// mapping of the side file.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <mutex>
-#include <random>
 
 #include "runtime/plan_file.h"
 #include "runtime/huge_buffer.h"
 #include "runtime/plan_file_internal.h"
+#include "runtime/temp_files.h"
 #include "runtime/thread_pool.h"
 
 namespace zenmoe::plan {
@@ -28,88 +27,6 @@ namespace fs = std::filesystem;
 using namespace detail;
 
 std::string errno_text() { return std::strerror(errno); }
-
-// --- removal of temporaries on SIGINT / SIGTERM --------------------------------------------
-// A compile interrupted from the keyboard must not leave a multi-gigabyte temporary behind.
-// The handler only calls async-signal-safe functions (unlink, sigaction, raise) on paths
-// stored in fixed buffers, then re-raises the signal under the previous disposition.
-
-constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-constexpr size_t kMaxTempPath = 4096;
-char g_temp_paths[2][kMaxTempPath];
-struct sigaction g_old_actions[3];
-std::atomic<bool> g_armed{false};
-std::mutex g_write_mutex;  // one write_plan at a time owns the handler and the path slots
-
-void on_signal(int sig) {
-  if (g_armed.load()) {
-    for (auto& p : g_temp_paths)
-      if (p[0] != '\0') ::unlink(p);
-  }
-  for (size_t i = 0; i < std::size(kSignals); ++i)
-    if (kSignals[i] == sig) ::sigaction(sig, &g_old_actions[i], nullptr);
-  ::raise(sig);  // delivered when this handler returns, under the previous disposition
-}
-
-// Owns the two temporaries: removes them (and disarms the handler) unless committed.
-class TempFiles {
- public:
-  TempFiles() {
-    for (auto& p : g_temp_paths) p[0] = '\0';
-    struct sigaction sa {};
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < std::size(kSignals); ++i) {
-      ::sigaction(kSignals[i], nullptr, &g_old_actions[i]);
-      // An ignored signal (SIGHUP under nohup) stays ignored: the write must go on.
-      if (g_old_actions[i].sa_handler != SIG_IGN) ::sigaction(kSignals[i], &sa, nullptr);
-    }
-    g_armed.store(true);
-  }
-  ~TempFiles() {
-    for (int slot = 0; slot < 2; ++slot)
-      if (!paths_[slot].empty()) ::unlink(paths_[slot].c_str());
-    g_armed.store(false);
-    for (size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &g_old_actions[i], nullptr);
-    for (auto& p : g_temp_paths) p[0] = '\0';
-  }
-  TempFiles(const TempFiles&) = delete;
-  TempFiles& operator=(const TempFiles&) = delete;
-
-  // Creates a new file beside `final_path` under a unique hidden name; returns its fd.
-  Expected<int> create(int slot, const std::string& final_path) {
-    const fs::path p(final_path);
-    std::random_device rd;
-    for (int attempt = 0; attempt < 16; ++attempt) {
-      char suffix[40];
-      std::snprintf(suffix, sizeof suffix, ".tmp-%d-%08x", static_cast<int>(::getpid()), rd());
-      std::string name = ".";
-      name.append(p.filename().string()).append(suffix);
-      const std::string tmp = (p.parent_path() / name).string();
-      if (tmp.size() >= kMaxTempPath) return Error{final_path + ": path is too long"};
-      std::memcpy(g_temp_paths[slot], tmp.c_str(), tmp.size() + 1);  // before the file exists
-      const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-      if (fd >= 0) {
-        paths_[slot] = tmp;
-        return fd;
-      }
-      g_temp_paths[slot][0] = '\0';
-      if (errno != EEXIST) return Error{final_path + ": cannot create a temporary file: " + errno_text()};
-    }
-    return Error{final_path + ": cannot find a free temporary file name"};
-  }
-  // Renames the temporary of `slot` to its final name; from then on it is no longer removed.
-  Status commit(int slot, const std::string& final_path) {
-    if (::rename(paths_[slot].c_str(), final_path.c_str()) != 0)
-      return Error{final_path + ": cannot rename the temporary into place: " + errno_text()};
-    g_temp_paths[slot][0] = '\0';
-    paths_[slot].clear();
-    return Status::ok();
-  }
-
- private:
-  std::string paths_[2];
-};
 
 struct Fd {
   int fd = -1;
@@ -203,7 +120,6 @@ Status write_plan_files(const std::string& path, PlanHeader& header, const Write
   const std::string weights_path = (fs::path(path).parent_path() / header.weights_file).string();
   const std::string doc = encode_json(header);
   const uint64_t weights_id = fnv1a(doc.data(), doc.size());
-  std::lock_guard<std::mutex> lock(g_write_mutex);
   TempFiles temps;
   Fd side, plan;
   Expected<int> sfd = temps.create(0, weights_path);

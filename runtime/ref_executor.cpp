@@ -50,6 +50,22 @@ std::vector<std::pair<std::string, double>> sum_by_profile_key(const ir::Graph& 
   return out;
 }
 
+std::vector<KvCacheRows> refexec::kv_cache_rows(const ir::Graph& g, std::span<Tensor> tensors) {
+  std::vector<KvCacheRows> rows;
+  for (size_t i = 0; i < g.values.size() && i < tensors.size(); ++i) {
+    if (g.values[i].kind != ir::ValueKind::State) continue;
+    const Tensor& t = tensors[i];
+    int64_t per = t.row_size();
+    int64_t elems = t.ne.empty() ? 1 : t.ne[0];
+    for (size_t d = 1; d + 1 < t.ne.size(); ++d) {  // the position is the last dimension
+      per *= t.ne[d];
+      elems *= t.ne[d];
+    }
+    rows.push_back(KvCacheRows{g.values[i].name, t.type, elems, per, t.data});
+  }
+  return rows;
+}
+
 namespace {
 
 using refexec::Tensor;
@@ -73,6 +89,19 @@ class RefExecutor final : public Executor {
   int n_past() const override { return n_past_; }
   Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) override;
   void reset() override { n_past_ = 0; }
+  std::vector<KvCacheRows> kv_caches() override { return refexec::kv_cache_rows(g_, tensors_); }
+  Status rewind(int n) override {
+    if (n < 0 || n > n_past_)
+      return Error{"rewind to " + std::to_string(n) + " positions: the sequence holds " + std::to_string(n_past_)};
+    n_past_ = n;
+    return Status::ok();
+  }
+  Status restore(int n) override {
+    if (n < 0 || n > n_ctx_)
+      return Error{"restore of " + std::to_string(n) + " positions: the context holds " + std::to_string(n_ctx_)};
+    n_past_ = n;
+    return Status::ok();
+  }
   std::vector<std::pair<std::string, double>> profile() const override;
 
  private:

@@ -12,6 +12,7 @@
 #include "kernels/formats.h"
 #include "kernels/ref/ops.h"
 #include "kernels/status.h"
+#include "runtime/executor.h"
 
 namespace zenmoe::refexec {
 
@@ -37,6 +38,9 @@ struct Tensor {
 
 // The RoPE parameters of a rope node's attributes.
 ref::RopeParams rope_params(const ir::Node& n);
+
+// The KV caches among `tensors` (one per value of g: its states, position last).
+std::vector<KvCacheRows> kv_cache_rows(const ir::Graph& g, std::span<Tensor> tensors);
 
 // Runs one node. `in` and `out` follow the node's inputs and outputs; outputs (and states
 // written by attention) are sized by the caller.

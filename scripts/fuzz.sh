@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader, the plan file reader and the tokenizer: bash scripts/fuzz.sh [SECONDS=60]
-# SECONDS is the total: half for the GGUF reader, a quarter each for the plan reader and the
-# tokenizer. Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the libraries get
+# Fuzzes the GGUF reader, the plan file reader, the tokenizer and the prompt cache reader:
+# bash scripts/fuzz.sh [SECONDS=60]. SECONDS is the total: two fifths for the GGUF reader, a
+# fifth each for the others. Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the libraries get
 # coverage instrumentation too), writes seed corpora (writer-made files, files built from the
 # oracle model's metadata, tokenizer vocabularies) under build/fuzz, runs the fuzzers, and
 # fails on any finding. A crashing input is copied to tests/fuzz/regressions/ (GGUF),
-# tests/fuzz/regressions-plan/ (plan) or tests/fuzz/regressions-tokenizer/ (tokenizer) so the
-# regression tests replay it.
+# tests/fuzz/regressions-plan/ (plan), tests/fuzz/regressions-tokenizer/ (tokenizer) or
+# tests/fuzz/regressions-prompt-cache/ (prompt cache) so the regression tests replay it.
 set -euo pipefail
 TOTAL_SECS=${1:-60}
-SECS=$(( TOTAL_SECS / 2 ))
-PLAN_SECS=$(( (TOTAL_SECS - SECS) / 2 ))
-TOK_SECS=$(( TOTAL_SECS - SECS - PLAN_SECS ))
+SECS=$(( TOTAL_SECS * 2 / 5 ))
+PLAN_SECS=$(( TOTAL_SECS / 5 ))
+TOK_SECS=$(( TOTAL_SECS / 5 ))
+CACHE_SECS=$(( TOTAL_SECS - SECS - PLAN_SECS - TOK_SECS ))
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=build/fuzz
@@ -25,7 +26,7 @@ mkdir -p "$BUILD"
 if ! { CC=clang-19 CXX=clang++-19 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
          -DZENMOE_SANITIZE=ON -DZENMOE_FUZZ=ON -DZENMOE_BUILD_BENCH=OFF \
          -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" &&
-       cmake --build "$BUILD" -j "$JOBS" --target fuzz_gguf fuzz_plan fuzz_tokenizer; } >"$BUILD_LOG" 2>&1; then
+       cmake --build "$BUILD" -j "$JOBS" --target fuzz_gguf fuzz_plan fuzz_tokenizer fuzz_prompt_cache; } >"$BUILD_LOG" 2>&1; then
   tail -n 60 "$BUILD_LOG" >&2
   echo "fuzz: the fuzz build failed (log: $BUILD_LOG)" >&2
   exit 1
@@ -81,3 +82,6 @@ fuzz_target fuzz_plan "plan file reader" "fuzz (plan)" "$BUILD/corpus-plan" test
 # The tokenizer: seeds are vocabularies and texts (tests/fuzz/tokenizer_property.h).
 fuzz_target fuzz_tokenizer "tokenizer" "fuzz (tokenizer)" "$BUILD/corpus-tokenizer" tests/fuzz/regressions-tokenizer \
   "$TOK_SECS" 4096 "$BUILD/fuzz-tokenizer.log"
+# The prompt cache reader: seeds are caches saved by the writer from an executor without a model.
+fuzz_target fuzz_prompt_cache "prompt cache reader" "fuzz (prompt cache)" "$BUILD/corpus-prompt-cache" \
+  tests/fuzz/regressions-prompt-cache "$CACHE_SECS" 16384 "$BUILD/fuzz-prompt-cache.log"

@@ -292,6 +292,67 @@ TEST_F(RunCli, ConversationTakesTurnsAndReusesTheCache) {
   EXPECT_NE(full.err.find("more than the context size"), std::string::npos) << full.err;
 }
 
+// --prompt-cache: the first run writes the prompt's positions to the file, the next restores all
+// but the prompt's last token and prints what it printed without the file (greedy, reference
+// engine: its numerics do not depend on how the tokens are batched); -ro never writes,
+// --prompt-cache-all writes the generated tokens too; bad files and flags are one error line.
+TEST_F(RunCli, PromptCacheRestoresThePromptAndKeepsTheOutput) {
+  const std::string cache = (dir_ / "prompt.cache").string();
+  const std::string run = "run -m '" + kModel + "' -n 8 --temp 0 --ignore-eos --ref ";
+  const std::string p = "-p 'Once upon a time there was a small model'";
+  const std::string with = " --prompt-cache '" + cache + "'";
+  const std::regex summary(R"(prompt (\d+) tokens(?: \((\d+) from the prompt cache\))?, prefill .*\n)");
+  Result plain = zenmoe(run + p);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  Result first = zenmoe(run + p + with);
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_EQ(first.out, plain.out);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_match(first.err, m, summary)) << first.err;
+  EXPECT_FALSE(m[2].matched);
+  const int n_prompt = std::stoi(m[1]);
+  ASSERT_TRUE(fs::exists(cache));
+  const std::string saved = slurp(cache);
+
+  Result second = zenmoe(run + p + with);
+  ASSERT_EQ(second.status, 0) << second.err;
+  EXPECT_EQ(second.out, plain.out);
+  ASSERT_TRUE(std::regex_match(second.err, m, summary)) << second.err;
+  EXPECT_EQ(std::stoi(m[1]), n_prompt);
+  EXPECT_EQ(std::stoi(m[2]), n_prompt - 1);
+  EXPECT_EQ(slurp(cache), saved);  // it held exactly this prompt: not written again
+
+  // A longer prompt restores the whole saved one; -ro leaves the file, without it the file
+  // takes the longer prompt.
+  const std::string longer = "-p 'Once upon a time there was a small model that wrote stories'";
+  Result ro = zenmoe(run + longer + with + " --prompt-cache-ro");
+  ASSERT_EQ(ro.status, 0) << ro.err;
+  ASSERT_TRUE(std::regex_match(ro.err, m, summary)) << ro.err;
+  EXPECT_EQ(std::stoi(m[2]), n_prompt);
+  EXPECT_EQ(slurp(cache), saved);
+  Result grow = zenmoe(run + longer + with);
+  ASSERT_EQ(grow.status, 0) << grow.err;
+  EXPECT_EQ(grow.out, ro.out);
+  const auto longer_size = fs::file_size(cache);
+  EXPECT_GT(longer_size, saved.size());
+  // --prompt-cache-all: the 7 generated tokens that went through the model are saved too.
+  Result all = zenmoe(run + longer + with + " --prompt-cache-all");
+  ASSERT_EQ(all.status, 0) << all.err;
+  const auto per_token = (longer_size - saved.size()) / static_cast<uint64_t>(std::stoi(m[1]) - n_prompt);
+  EXPECT_EQ(fs::file_size(cache), longer_size + 7 * per_token);
+
+  expect_one_line_error(run + p + " --prompt-cache-ro", "--prompt-cache-ro needs --prompt-cache FILE");
+  expect_one_line_error(run + p + " --prompt-cache-all", "--prompt-cache-all needs --prompt-cache FILE");
+  expect_one_line_error(run + p + with + " --prompt-cache-all --prompt-cache-ro", "contradict");
+  expect_one_line_error(run + "-cnv" + with, "--prompt-cache does not work with --conversation");
+  // Made by the reference engine (F32 rows): the fast one with an F16 cache refuses it.
+  expect_one_line_error("run -m '" + kModel + "' -n 2 " + p + with, "this run keeps f16 rows");
+  std::string damaged = slurp(cache);
+  damaged[damaged.size() / 2] = static_cast<char>(damaged[damaged.size() / 2] ^ 4);
+  std::ofstream(cache, std::ios::binary | std::ios::trunc) << damaged;
+  expect_one_line_error(run + p + with, "checksum mismatch");
+}
+
 std::vector<float> read_f32(const fs::path& p) {
   const std::string bytes = slurp(p);
   std::vector<float> v(bytes.size() / sizeof(float));

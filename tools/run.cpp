@@ -8,11 +8,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <memory>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -20,6 +23,8 @@
 #include "runtime/chat.h"
 #include "runtime/executor.h"
 #include "runtime/gguf.h"
+#include "runtime/plan_file.h"
+#include "runtime/prompt_cache.h"
 #include "runtime/sampler.h"
 #include "runtime/thread_pool.h"
 #include "runtime/tokenizer.h"
@@ -52,6 +57,11 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"conversation", "cnv", false,
      "chat turn by turn in the model's chat format: each line of standard input is a user message (-p or -f, if "
      "given, the first), until the input ends or a line reads /exit"},
+    {"prompt-cache", "", true,
+     "file keeping the prompt's KV cache: a prompt starting with the tokens it holds evaluates only the rest; "
+     "written after the prompt is evaluated"},
+    {"prompt-cache-all", "", false, "write the generated tokens to the prompt cache too, at the end"},
+    {"prompt-cache-ro", "", false, "read the prompt cache but never write it"},
     {"ignore-eos", "", false, "keep generating past end-of-generation tokens"},
     {"ref", "", false, "force the scalar reference executor"},
     {"profile", "", false, "print the time spent per op kind"},
@@ -80,6 +90,9 @@ struct RunOptions {
   bool chat = false;
   bool conversation = false;
   std::string system_prompt;
+  std::string prompt_cache;
+  bool prompt_cache_all = false;
+  bool prompt_cache_ro = false;
   bool ignore_eos = false;
   bool force_ref = false;
   bool profile = false;
@@ -150,6 +163,14 @@ Expected<RunOptions> parse_options(const Args& a) {
   o.chat = a.has("chat") || o.conversation;
   o.system_prompt = a.get("system-prompt");
   if (a.has("system-prompt") && !o.chat) return Error{"--system-prompt needs --chat or --conversation"};
+  o.prompt_cache = a.get("prompt-cache");
+  o.prompt_cache_all = a.has("prompt-cache-all");
+  o.prompt_cache_ro = a.has("prompt-cache-ro");
+  if (a.has("prompt-cache") && o.prompt_cache.empty()) return Error{"--prompt-cache needs a file name"};
+  if ((o.prompt_cache_all || o.prompt_cache_ro) && o.prompt_cache.empty())
+    return Error{std::string(o.prompt_cache_all ? "--prompt-cache-all" : "--prompt-cache-ro") + " needs --prompt-cache FILE"};
+  if (o.prompt_cache_all && o.prompt_cache_ro) return Error{"--prompt-cache-all and --prompt-cache-ro contradict each other"};
+  if (!o.prompt_cache.empty() && o.conversation) return Error{"--prompt-cache does not work with --conversation"};
   o.ignore_eos = a.has("ignore-eos");
   o.force_ref = a.has("ref");
   o.profile = a.has("profile");
@@ -189,7 +210,8 @@ void emit(const std::string& s) {
 }
 
 struct Stats {
-  size_t prompt_tokens = 0;
+  size_t prompt_tokens = 0;  // evaluated (not restored from a prompt cache)
+  size_t restored_tokens = 0;
   double prefill_s = 0;
   int64_t generated = 0;
   int64_t decode_evals = 0;
@@ -205,17 +227,21 @@ struct Stats {
   }
 };
 
-// What a turn generated: its text, and the last token when -n stopped the turn before the
-// token went through the model (the next turn evaluates it first).
+// What a turn generated: its text, the tokens that went through the model, and the last token
+// when -n stopped the turn before the token went through the model (the next turn evaluates it
+// first).
 struct Reply {
   std::string text;
+  std::vector<int32_t> evaluated;
   std::vector<int32_t> unevaluated;
 };
 
 // Prefill (the sampler has seen the prompt), then sample / stream / decode until a stop
-// condition. Returns the figures; `reply`, when given, collects the text.
+// condition. Returns the figures; `reply`, when given, collects the text and tokens;
+// `after_prefill`, when given, runs once the prompt is in the cache.
 Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer& tk, Sampler& sampler,
-                         const std::vector<int32_t>& prompt, Reply* reply = nullptr) {
+                         std::span<const int32_t> prompt, Reply* reply = nullptr,
+                         const std::function<Status()>& after_prefill = nullptr) {
   Stats st;
   st.prompt_tokens = prompt.size();
   const int nv = ex.n_vocab();
@@ -223,6 +249,7 @@ Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer
   auto t0 = std::chrono::steady_clock::now();
   ZENMOE_RETURN_IF_ERROR(ex.eval(prompt, logits.data(), false));
   st.prefill_s = seconds_since(t0);
+  if (after_prefill) ZENMOE_RETURN_IF_ERROR(after_prefill());
   tok::StreamDecoder dec(tk);
   const auto out = [&](const std::string& text) {
     emit(text);
@@ -246,6 +273,7 @@ Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer
     ZENMOE_RETURN_IF_ERROR(ex.eval(std::span<const int32_t>(&next, 1), logits.data(), false));
     st.decode_s += seconds_since(t0);
     ++st.decode_evals;
+    if (reply != nullptr) reply->evaluated.push_back(next);
   }
   out(dec.flush());
   return st;
@@ -307,6 +335,37 @@ Expected<Stats> converse(const RunOptions& o, Executor& ex, const tok::Tokenizer
   return total;
 }
 
+// One prompt (no --conversation), through the prompt cache when one is named: the positions
+// it holds for the prompt's leading tokens are restored, the rest evaluated; then the file is
+// written with the prompt (unless it holds exactly that already, or is read-only), or with
+// --prompt-cache-all at the end with the generated tokens too.
+Expected<Stats> run_prompt(const RunOptions& o, Executor& ex, const tok::Tokenizer& tk, uint64_t model_id,
+                           const std::vector<int32_t>& prompt) {
+  PromptCacheLoad cached;
+  std::error_code ec;
+  if (!o.prompt_cache.empty() && std::filesystem::exists(o.prompt_cache, ec)) {
+    auto loaded = load_prompt_cache(o.prompt_cache, model_id, ex, prompt);
+    if (!loaded) return Error{loaded.error()};
+    cached = std::move(*loaded);
+  }
+  Sampler sampler(o.sampling, ex.n_vocab());
+  for (int32_t t : prompt) sampler.accept(t);
+  const bool save_prompt = !o.prompt_cache.empty() && !o.prompt_cache_ro && !o.prompt_cache_all && cached.saved != prompt;
+  std::function<Status()> after_prefill;
+  if (save_prompt) after_prefill = [&] { return save_prompt_cache(o.prompt_cache, model_id, ex, prompt); };
+  Reply reply;
+  const auto rest = std::span<const int32_t>(prompt).subspan(static_cast<size_t>(cached.restored));
+  auto st = generate(o, ex, tk, sampler, rest, &reply, after_prefill);
+  if (!st) return st;
+  st->restored_tokens = static_cast<size_t>(cached.restored);
+  if (o.prompt_cache_all) {
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), reply.evaluated.begin(), reply.evaluated.end());
+    ZENMOE_RETURN_IF_ERROR(save_prompt_cache(o.prompt_cache, model_id, ex, all));
+  }
+  return st;
+}
+
 std::string rate(double n, double s) {
   if (n <= 0 || s <= 0) return "n/a";
   char buf[32];
@@ -354,7 +413,8 @@ int cmd_run(int argc, char** argv, int first) {
     if (!detected) return fail("--conversation: " + detected.error());
     style = *detected;
   }
-  auto prompt = opts->conversation && opts->prompt.empty() ? std::vector<int32_t>{} : prompt_tokens(*opts, *tk);
+  // --conversation tokenises its messages turn by turn (converse checks the context).
+  auto prompt = opts->conversation ? std::vector<int32_t>{} : prompt_tokens(*opts, *tk);
   if (!prompt) return fail(prompt.error());
   if (prompt->empty() && !opts->conversation) return fail("the prompt gives no tokens");
   const std::string arch = model->gguf.metadata().get_string_or("general.architecture", "");
@@ -382,9 +442,7 @@ int cmd_run(int argc, char** argv, int first) {
   if (opts->conversation) {
     st = converse(*opts, **ex, *tk, style, &turns);
   } else {
-    Sampler sampler(opts->sampling, (*ex)->n_vocab());
-    for (int32_t t : *prompt) sampler.accept(t);
-    st = generate(*opts, **ex, *tk, sampler, *prompt);
+    st = run_prompt(*opts, **ex, *tk, plan::gguf_table_checksum(model->gguf), *prompt);
   }
   if (!st) {
     std::fputc('\n', stdout);
@@ -393,8 +451,10 @@ int cmd_run(int argc, char** argv, int first) {
   if (isatty(STDOUT_FILENO) && !opts->conversation) std::fputc('\n', stdout);
   std::fflush(stdout);
   if (opts->conversation) std::fprintf(stderr, "conversation of %d turns: ", turns);
-  std::fprintf(stderr, "prompt %zu tokens, prefill %s tok/s | generated %lld tokens, decode %s tok/s%s\n",
-               st->prompt_tokens, rate(static_cast<double>(st->prompt_tokens), st->prefill_s).c_str(),
+  const std::string restored =
+      st->restored_tokens > 0 ? " (" + std::to_string(st->restored_tokens) + " from the prompt cache)" : "";
+  std::fprintf(stderr, "prompt %zu tokens%s, prefill %s tok/s | generated %lld tokens, decode %s tok/s%s\n",
+               st->prompt_tokens + st->restored_tokens, restored.c_str(), rate(static_cast<double>(st->prompt_tokens), st->prefill_s).c_str(),
                static_cast<long long>(st->generated),
                rate(static_cast<double>(st->decode_evals), st->decode_s).c_str(),
                st->context_full ? " (context full)" : "");
