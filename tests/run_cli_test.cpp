@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -351,6 +352,49 @@ TEST_F(RunCli, PromptCacheRestoresThePromptAndKeepsTheOutput) {
   damaged[damaged.size() / 2] = static_cast<char>(damaged[damaged.size() / 2] ^ 4);
   std::ofstream(cache, std::ios::binary | std::ios::trunc) << damaged;
   expect_one_line_error(run + p + with, "checksum mismatch");
+}
+
+// -r stops at the first place the output holds its text (given twice: the first of either);
+// the escapes in -p are read as llama.cpp's CLI reads them unless --no-escape.
+TEST_F(RunCli, ReversePromptStopsAndEscapesAreRead) {
+  const std::string run = "run -m '" + kModel + "' -p 'The quick brown fox' -n 32 --temp 0 --ignore-eos";
+  Result full = zenmoe(run);
+  ASSERT_EQ(full.status, 0) << full.err;
+  // Three letters or digits from past the first token or two.
+  size_t at = 4;
+  while (at + 3 <= full.out.size() &&
+         !std::all_of(full.out.begin() + at, full.out.begin() + at + 3, [](char c) { return std::isalnum(static_cast<unsigned char>(c)); }))
+    ++at;
+  ASSERT_LE(at + 3, full.out.size()) << full.out;
+  const std::string rp = full.out.substr(at, 3);
+  const size_t end = full.out.find(rp) + rp.size();
+  Result cut = zenmoe(run + " -r '" + rp + "'");
+  ASSERT_EQ(cut.status, 0) << cut.err;
+  EXPECT_EQ(full.out.compare(0, cut.out.size(), cut.out), 0) << cut.out;
+  EXPECT_GE(cut.out.size(), end) << rp;
+  EXPECT_LT(cut.out.size(), end + 48) << rp;  // the token that completed it, no more
+  EXPECT_LT(cut.out.size(), full.out.size());
+  Result two = zenmoe(run + " -r 'never in the output' --reverse-prompt '" + rp + "'");
+  ASSERT_EQ(two.status, 0) << two.err;
+  EXPECT_EQ(two.out, cut.out);
+  expect_one_line_error(run + " -r ''", "--reverse-prompt is empty");
+  expect_one_line_error(run + " -t 1 -t 2", "flag --threads given twice");  // other flags stay single
+
+  const std::regex tokens(R"(prompt (\d+) tokens, .*\n)");
+  std::smatch m;
+  Result escaped = zenmoe("run -m '" + kModel + "' -p 'one\\ntwo\\tthree' -n 4 --temp 0 --ignore-eos");
+  Result literal = zenmoe("run -m '" + kModel + "' -p 'one\ntwo\tthree' -n 4 --temp 0 --ignore-eos");
+  Result kept = zenmoe("run -m '" + kModel + "' -p 'one\\ntwo\\tthree' -n 4 --temp 0 --ignore-eos --no-escape");
+  ASSERT_EQ(escaped.status, 0) << escaped.err;
+  ASSERT_EQ(literal.status, 0) << literal.err;
+  ASSERT_EQ(kept.status, 0) << kept.err;
+  EXPECT_EQ(escaped.out, literal.out);
+  ASSERT_TRUE(std::regex_match(escaped.err, m, tokens)) << escaped.err;
+  const std::string n_escaped = m[1];
+  ASSERT_TRUE(std::regex_match(literal.err, m, tokens)) << literal.err;
+  EXPECT_EQ(n_escaped, m[1]);
+  ASSERT_TRUE(std::regex_match(kept.err, m, tokens)) << kept.err;
+  EXPECT_NE(n_escaped, m[1]);
 }
 
 std::vector<float> read_f32(const fs::path& p) {

@@ -39,7 +39,7 @@ Expected<Args> Args::parse(int argc, char** argv, int first, const std::vector<F
     }
     const FlagSpec* spec = find_spec(specs, body, !is_long);
     if (!spec) return Error{"unknown flag '" + tok + "'"};
-    if (a.values_.count(spec->name)) return Error{"flag --" + spec->name + " given twice"};
+    if (a.values_.count(spec->name) && !spec->repeatable) return Error{"flag --" + spec->name + " given twice"};
     if (!spec->takes_value) {
       if (has_inline) return Error{"flag --" + spec->name + " takes no value"};
       a.values_[spec->name] = "1";
@@ -51,8 +51,14 @@ Expected<Args> Args::parse(int argc, char** argv, int first, const std::vector<F
       if (i + 1 >= argc) return Error{"flag " + tok + " needs a value"};
       a.values_[spec->name] = argv[++i];
     }
+    a.all_[spec->name].push_back(a.values_[spec->name]);
   }
   return a;
+}
+
+std::vector<std::string> Args::get_all(const std::string& name) const {
+  auto it = all_.find(name);
+  return it == all_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string Args::get(const std::string& name, const std::string& def) const {

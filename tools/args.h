@@ -16,21 +16,26 @@ struct FlagSpec {
   std::string short_name;  // e.g. "t" (may be empty)
   bool takes_value;        // false for switches such as --json
   std::string help;
+  bool repeatable = false;  // a flag with a value that may be given more than once (get_all)
 };
 
 class Args {
  public:
-  // Parses argv[first..argc). Unknown flags, missing values and repeated switches are errors.
+  // Parses argv[first..argc). Unknown flags, missing values and repeated flags (unless
+  // repeatable) are errors.
   static Expected<Args> parse(int argc, char** argv, int first, const std::vector<FlagSpec>& specs);
 
   bool has(const std::string& name) const { return values_.count(name) != 0; }
-  std::string get(const std::string& name, const std::string& def = "") const;
+  std::string get(const std::string& name, const std::string& def = "") const;  // the last value
+  // Every value of a repeatable flag, in the order given.
+  std::vector<std::string> get_all(const std::string& name) const;
   Expected<int64_t> get_int(const std::string& name, int64_t def, int64_t lo, int64_t hi) const;
   Expected<double> get_double(const std::string& name, double def, double lo, double hi) const;
   const std::vector<std::string>& positionals() const { return positionals_; }
 
  private:
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_;
   std::vector<std::string> positionals_;
 };
 

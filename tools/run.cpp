@@ -62,6 +62,10 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
      "written after the prompt is evaluated"},
     {"prompt-cache-all", "", false, "write the generated tokens to the prompt cache too, at the end"},
     {"prompt-cache-ro", "", false, "read the prompt cache but never write it"},
+    {"reverse-prompt", "r", true,
+     "stop generating (with --conversation: end the turn) once the output holds this text; may be given more than once",
+     true},
+    {"no-escape", "", false, "take \\n, \\t, \\\\ and the like in -p, -r and -sys literally (default: as escapes)"},
     {"ignore-eos", "", false, "keep generating past end-of-generation tokens"},
     {"ref", "", false, "force the scalar reference executor"},
     {"profile", "", false, "print the time spent per op kind"},
@@ -93,6 +97,7 @@ struct RunOptions {
   std::string prompt_cache;
   bool prompt_cache_all = false;
   bool prompt_cache_ro = false;
+  std::vector<std::string> reverse_prompts;
   bool ignore_eos = false;
   bool force_ref = false;
   bool profile = false;
@@ -100,6 +105,34 @@ struct RunOptions {
   KvCacheType kv_type = KvCacheType::F16;
   SamplerParams sampling;
 };
+
+// The escapes llama.cpp's CLI reads in a prompt: \n \r \t \' \" \\ and \xHH; any other
+// backslash stays as it is.
+std::string process_escapes(const std::string& in) {
+  std::string out;
+  out.reserve(in.size());
+  const auto hex = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  };
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '\\' || i + 1 == in.size()) {
+      out += in[i];
+      continue;
+    }
+    const char c = in[i + 1];
+    const char plain = c == 'n' ? '\n' : c == 'r' ? '\r' : c == 't' ? '\t' : c == '\'' || c == '"' || c == '\\' ? c : 0;
+    if (plain != 0) {
+      out += plain;
+      ++i;
+    } else if (c == 'x' && i + 3 < in.size() && hex(in[i + 2]) >= 0 && hex(in[i + 3]) >= 0) {
+      out += static_cast<char>(hex(in[i + 2]) * 16 + hex(in[i + 3]));
+      i += 3;
+    } else {
+      out += in[i];
+    }
+  }
+  return out;
+}
 
 Expected<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -147,7 +180,7 @@ Expected<RunOptions> parse_options(const Args& a) {
     if (!text) return Error{text.error()};
     o.prompt = std::move(*text);
   } else if (a.has("prompt")) {
-    o.prompt = a.get("prompt");
+    o.prompt = a.has("no-escape") ? a.get("prompt") : process_escapes(a.get("prompt"));
   }
   if (o.prompt.empty() && (a.has("prompt") || a.has("file"))) return Error{"the prompt is empty"};
   auto n = a.get_int("n-predict", 128, -1, INT32_MAX);
@@ -161,7 +194,11 @@ Expected<RunOptions> parse_options(const Args& a) {
   o.ctx_given = a.has("ctx-size");
   o.n_threads = static_cast<int>(*threads);
   o.chat = a.has("chat") || o.conversation;
-  o.system_prompt = a.get("system-prompt");
+  o.system_prompt = a.has("no-escape") ? a.get("system-prompt") : process_escapes(a.get("system-prompt"));
+  for (const std::string& rp : a.get_all("reverse-prompt")) {
+    if (rp.empty()) return Error{"--reverse-prompt is empty"};
+    o.reverse_prompts.push_back(a.has("no-escape") ? rp : process_escapes(rp));
+  }
   if (a.has("system-prompt") && !o.chat) return Error{"--system-prompt needs --chat or --conversation"};
   o.prompt_cache = a.get("prompt-cache");
   o.prompt_cache_all = a.has("prompt-cache-all");
@@ -227,6 +264,15 @@ struct Stats {
   }
 };
 
+// Whether the last `added` bytes of `said` complete one of the reverse prompts.
+bool ends_at_reverse_prompt(const RunOptions& o, const std::string& said, size_t added) {
+  for (const std::string& rp : o.reverse_prompts) {
+    const size_t from = said.size() >= added + rp.size() ? said.size() - added - rp.size() + 1 : 0;
+    if (added > 0 && said.find(rp, from) != std::string::npos) return true;
+  }
+  return false;
+}
+
 // What a turn generated: its text, the tokens that went through the model, and the last token
 // when -n stopped the turn before the token went through the model (the next turn evaluates it
 // first).
@@ -251,8 +297,10 @@ Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer
   st.prefill_s = seconds_since(t0);
   if (after_prefill) ZENMOE_RETURN_IF_ERROR(after_prefill());
   tok::StreamDecoder dec(tk);
+  std::string said;  // the text generated so far
   const auto out = [&](const std::string& text) {
     emit(text);
+    said += text;
     if (reply != nullptr) reply->text += text;
   };
   while (o.n_predict < 0 || st.generated < o.n_predict) {
@@ -260,8 +308,9 @@ Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer
     if (tk.is_eog(next) && !o.ignore_eos) break;
     sampler.accept(next);
     ++st.generated;
-    out(dec.push(next));
-    if (o.n_predict >= 0 && st.generated >= o.n_predict) {
+    const std::string piece = dec.push(next);
+    out(piece);
+    if ((o.n_predict >= 0 && st.generated >= o.n_predict) || ends_at_reverse_prompt(o, said, piece.size())) {
       if (reply != nullptr) reply->unevaluated.push_back(next);
       break;
     }
