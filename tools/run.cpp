@@ -32,6 +32,7 @@
 #include "tools/commands.h"
 #include "runtime/fast_executor.h"
 #include "tools/engine.h"
+#include "tools/generate.h"
 
 namespace zenmoe::tools {
 namespace {
@@ -264,15 +265,6 @@ struct Stats {
   }
 };
 
-// Whether the last `added` bytes of `said` complete one of the reverse prompts.
-bool ends_at_reverse_prompt(const RunOptions& o, const std::string& said, size_t added) {
-  for (const std::string& rp : o.reverse_prompts) {
-    const size_t from = said.size() >= added + rp.size() ? said.size() - added - rp.size() + 1 : 0;
-    if (added > 0 && said.find(rp, from) != std::string::npos) return true;
-  }
-  return false;
-}
-
 // What a turn generated: its text, the tokens that went through the model, and the last token
 // when -n stopped the turn before the token went through the model (the next turn evaluates it
 // first).
@@ -290,41 +282,23 @@ Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer
                          const std::function<Status()>& after_prefill = nullptr) {
   Stats st;
   st.prompt_tokens = prompt.size();
-  const int nv = ex.n_vocab();
-  std::vector<float> logits(static_cast<size_t>(nv));
-  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> logits(static_cast<size_t>(ex.n_vocab()));
+  const auto t0 = std::chrono::steady_clock::now();
   ZENMOE_RETURN_IF_ERROR(ex.eval(prompt, logits.data(), false));
   st.prefill_s = seconds_since(t0);
   if (after_prefill) ZENMOE_RETURN_IF_ERROR(after_prefill());
-  tok::StreamDecoder dec(tk);
-  std::string said;  // the text generated so far
-  const auto out = [&](const std::string& text) {
-    emit(text);
-    said += text;
-    if (reply != nullptr) reply->text += text;
-  };
-  while (o.n_predict < 0 || st.generated < o.n_predict) {
-    const int32_t next = sampler.sample(logits.data());
-    if (tk.is_eog(next) && !o.ignore_eos) break;
-    sampler.accept(next);
-    ++st.generated;
-    const std::string piece = dec.push(next);
-    out(piece);
-    if ((o.n_predict >= 0 && st.generated >= o.n_predict) || ends_at_reverse_prompt(o, said, piece.size())) {
-      if (reply != nullptr) reply->unevaluated.push_back(next);
-      break;
-    }
-    if (ex.n_past() >= ex.n_ctx()) {
-      st.context_full = true;
-      break;
-    }
-    t0 = std::chrono::steady_clock::now();
-    ZENMOE_RETURN_IF_ERROR(ex.eval(std::span<const int32_t>(&next, 1), logits.data(), false));
-    st.decode_s += seconds_since(t0);
-    ++st.decode_evals;
-    if (reply != nullptr) reply->evaluated.push_back(next);
+  const DecodeLimits limits{o.n_predict, o.ignore_eos, o.reverse_prompts};
+  auto d = decode_loop(ex, tk, sampler, logits, limits, emit);
+  if (!d) return Error{d.error()};
+  st.generated = d->generated;
+  st.decode_evals = d->evals;
+  st.decode_s = d->seconds;
+  st.context_full = d->why == StopReason::kContextFull;
+  if (reply != nullptr) {
+    reply->text = std::move(d->text);
+    reply->evaluated = std::move(d->evaluated);
+    reply->unevaluated = std::move(d->unevaluated);
   }
-  out(dec.flush());
   return st;
 }
 

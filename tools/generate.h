@@ -1,0 +1,45 @@
+// The decode loop `run` and `serve` share: after a prefill has left the last prompt position's
+// logits, sample a token, stream its text, evaluate it, until the token limit, an
+// end-of-generation token, a stop text or the context limit.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kernels/status.h"
+#include "runtime/executor.h"
+#include "runtime/sampler.h"
+#include "runtime/tokenizer.h"
+
+namespace zenmoe::tools {
+
+struct DecodeLimits {
+  int64_t n_predict = -1;          // tokens to generate; -1: no limit
+  bool ignore_eos = false;         // end-of-generation tokens are sampled like any other
+  std::vector<std::string> stops;  // stop once the generated text holds one of these
+};
+
+enum class StopReason { kLength, kEndOfGeneration, kStopText, kContextFull };
+
+struct Decoded {
+  std::string text;                 // all of it, as streamed
+  int64_t generated = 0;            // tokens sampled and accepted
+  int64_t evals = 0;                // of them evaluated (the decode steps)
+  double seconds = 0;               // in those evals
+  StopReason why = StopReason::kLength;
+  std::vector<int32_t> evaluated;   // the tokens that went through the model, in order
+  std::vector<int32_t> unevaluated;  // the last sampled token when a limit or stop text came first
+};
+
+// Whether the last `added` bytes of `said` complete one of `stops`; the position where that
+// stop text starts goes to *at.
+bool completes_stop(const std::vector<std::string>& stops, const std::string& said, size_t added, size_t* at = nullptr);
+
+// `logits` holds the last evaluated position's row (n_vocab floats) and is overwritten as the
+// loop goes. on_text receives the text as tokens complete it (UTF-8 held back until whole).
+Expected<Decoded> decode_loop(Executor& ex, const tok::Tokenizer& tk, Sampler& sampler, std::vector<float>& logits,
+                              const DecodeLimits& limits, const std::function<void(const std::string&)>& on_text);
+
+}  // namespace zenmoe::tools
