@@ -13,7 +13,8 @@ find_package(benchmark REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
 pkg_check_modules(NUMA REQUIRED IMPORTED_TARGET numa)
+# zenmoe serve's HTTP server (Debian builds it as a library; its flags select the same build).
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 pkg_check_modules(ICU REQUIRED IMPORTED_TARGET icu-uc)
-find_path(HTTPLIB_INCLUDE_DIR httplib.h REQUIRED)
 
 message(STATUS "zenmoe: LLVM ${LLVM_PACKAGE_VERSION}, dnnl ${dnnl_VERSION}, xbyak ${xbyak_VERSION}")

@@ -23,6 +23,7 @@
 
 #include "runtime/gguf.h"
 #include "runtime/thread_pool.h"
+#include "tests/model_util.h"
 
 namespace zenmoe {
 namespace {
@@ -222,19 +223,8 @@ TEST_F(RunCli, ContextLargerThanMemoryGivesOneErrorLine) {
   EXPECT_FALSE(fs::exists(dir_ / "x.f32"));
 }
 
-// Copies the tiny model with a chat template added, so --chat has something to recognise.
 std::string model_with_template(const fs::path& dir, const std::string& name, const std::string& tmpl) {
-  auto src = gguf::Model::open(kModel);
-  if (!src) return "";
-  gguf::Writer w;
-  for (const auto& [k, v] : src->metadata().entries()) w.metadata().set(k, v);
-  w.metadata().set("tokenizer.chat_template", gguf::Value::string(tmpl));
-  for (const auto& t : src->tensors()) {
-    std::vector<int64_t> dims(t.ne, t.ne + t.n_dims);
-    if (!w.add_tensor(t.name, t.type, dims, t.data).is_ok()) return "";
-  }
-  const std::string path = (dir / name).string();
-  return w.write(path).is_ok() ? path : "";
+  return testing_cli::model_with_template(kModel, dir, name, tmpl);
 }
 
 TEST_F(RunCli, ChatFormatsForKnownTemplatesAndRejectsUnknown) {

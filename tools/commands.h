@@ -12,5 +12,6 @@ int cmd_run(int argc, char** argv, int first);
 int cmd_logits(int argc, char** argv, int first);
 int cmd_bench(int argc, char** argv, int first);
 int cmd_compile(int argc, char** argv, int first);
+int cmd_serve(int argc, char** argv, int first);
 
 }  // namespace zenmoe::tools

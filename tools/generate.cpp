@@ -19,13 +19,14 @@ bool completes_stop(const std::vector<std::string>& stops, const std::string& sa
 }
 
 Expected<Decoded> decode_loop(Executor& ex, const tok::Tokenizer& tk, Sampler& sampler, std::vector<float>& logits,
-                              const DecodeLimits& limits, const std::function<void(const std::string&)>& on_text) {
+                              const DecodeLimits& limits, const std::function<bool(const std::string&)>& on_text) {
   Decoded d;
   tok::StreamDecoder dec(tk);
+  bool reading = true;  // on_text has not asked to stop
   const auto out = [&](const std::string& text) {
     if (text.empty()) return;
     d.text += text;
-    on_text(text);
+    if (reading) reading = on_text(text);
   };
   while (limits.n_predict < 0 || d.generated < limits.n_predict) {
     const int32_t next = sampler.sample(logits.data());
@@ -38,8 +39,8 @@ Expected<Decoded> decode_loop(Executor& ex, const tok::Tokenizer& tk, Sampler& s
     const std::string piece = dec.push(next);
     out(piece);
     const bool at_limit = limits.n_predict >= 0 && d.generated >= limits.n_predict;
-    if (at_limit || completes_stop(limits.stops, d.text, piece.size())) {
-      d.why = at_limit ? StopReason::kLength : StopReason::kStopText;
+    if (at_limit || !reading || completes_stop(limits.stops, d.text, piece.size())) {
+      d.why = at_limit ? StopReason::kLength : !reading ? StopReason::kCancelled : StopReason::kStopText;
       d.unevaluated.push_back(next);
       break;
     }

@@ -21,7 +21,8 @@ struct DecodeLimits {
   std::vector<std::string> stops;  // stop once the generated text holds one of these
 };
 
-enum class StopReason { kLength, kEndOfGeneration, kStopText, kContextFull };
+// kCancelled: on_text returned false (the reader went away).
+enum class StopReason { kLength, kEndOfGeneration, kStopText, kContextFull, kCancelled };
 
 struct Decoded {
   std::string text;                 // all of it, as streamed
@@ -38,8 +39,9 @@ struct Decoded {
 bool completes_stop(const std::vector<std::string>& stops, const std::string& said, size_t added, size_t* at = nullptr);
 
 // `logits` holds the last evaluated position's row (n_vocab floats) and is overwritten as the
-// loop goes. on_text receives the text as tokens complete it (UTF-8 held back until whole).
+// loop goes. on_text receives the text as tokens complete it (UTF-8 held back until whole) and
+// returns false to stop.
 Expected<Decoded> decode_loop(Executor& ex, const tok::Tokenizer& tk, Sampler& sampler, std::vector<float>& logits,
-                              const DecodeLimits& limits, const std::function<void(const std::string&)>& on_text);
+                              const DecodeLimits& limits, const std::function<bool(const std::string&)>& on_text);
 
 }  // namespace zenmoe::tools

@@ -19,6 +19,7 @@ constexpr Command kCommands[] = {
     {"tokenize", zenmoe::tools::cmd_tokenize, "print the token ids of a text (JSON)"},
     {"compile", zenmoe::tools::cmd_compile, "lower a GGUF model to a plan with repacked weights (.zplan)"},
     {"run", zenmoe::tools::cmd_run, "generate text from a prompt"},
+    {"serve", zenmoe::tools::cmd_serve, "serve a model over HTTP (OpenAI-compatible completions and chat)"},
     {"logits", zenmoe::tools::cmd_logits, "write the logits of every position of a token sequence"},
     {"bench", zenmoe::tools::cmd_bench, "measure kernels and memory bandwidth (kernels, bandwidth)"},
 };

@@ -288,7 +288,10 @@ Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer
   st.prefill_s = seconds_since(t0);
   if (after_prefill) ZENMOE_RETURN_IF_ERROR(after_prefill());
   const DecodeLimits limits{o.n_predict, o.ignore_eos, o.reverse_prompts};
-  auto d = decode_loop(ex, tk, sampler, logits, limits, emit);
+  auto d = decode_loop(ex, tk, sampler, logits, limits, [](const std::string& text) {
+    emit(text);
+    return true;
+  });
   if (!d) return Error{d.error()};
   st.generated = d->generated;
   st.decode_evals = d->evals;

@@ -1,0 +1,301 @@
+// End-to-end tests of `zenmoe serve` on the oracle tiny model: completions and chat give what
+// `zenmoe run` prints for the same request (greedy, reference engine, whose numerics do not
+// depend on how tokens are batched), a repeated prompt is served from the cache, streams add
+// up to the whole answer, stop strings cut it, and every bad request is a JSON error while the
+// server keeps serving.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/cli_util.h"
+#include "tests/model_util.h"
+
+namespace zenmoe {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+const std::string kModel = std::string(ZENMOE_ORACLE_DIR) + "/tiny-q4ks.gguf";
+
+// A `zenmoe serve` process on a free port, stopped with SIGTERM.
+class ServerProcess {
+ public:
+  // Starts the server (on `port`, 0: a free one); false (with its stderr in `log`) when it did
+  // not come up.
+  bool start(const std::string& args, const fs::path& dir, std::string* log, int port = 0) {
+    err_ = dir / ("serve_" + std::to_string(++count_) + ".err");
+    const std::string cmd = std::string("exec '") + ZENMOE_BINARY + "' serve --port " + std::to_string(port) + " " + args;
+    const std::string err = err_.string();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int nul = ::open("/dev/null", O_RDWR);
+      ::dup2(fd, 2);
+      ::dup2(nul, 0);
+      ::dup2(nul, 1);
+      ::execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    const std::regex listening(R"(http://127\.0\.0\.1:(\d+) )");
+    for (int i = 0; i < 1200; ++i) {  // up to a minute (a sanitizer build starts slowly)
+      *log = testing_cli::slurp_file(err_);
+      std::smatch m;
+      if (std::regex_search(*log, m, listening)) {
+        port_ = std::stoi(m[1]);
+        return true;
+      }
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        *log = testing_cli::slurp_file(err_);
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
+  }
+  // SIGTERM, then the exit status (-1: killed by a signal or not running).
+  int stop() {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  ~ServerProcess() { stop(); }
+  int port() const { return port_; }
+  int exit_status() const { return exit_status_; }  // after a start() that failed
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int exit_status_ = -1;
+  fs::path err_;
+  static inline int count_ = 0;
+};
+
+class ServeCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("zenmoe_serve_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // POSTs `body` to `path`; the status and the parsed JSON body (null when not JSON).
+  static std::pair<int, json> post(int port, const std::string& path, const std::string& body) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    auto r = c.Post(path.c_str(), body, "application/json");
+    if (!r) return {-1, nullptr};
+    return {r->status, json::parse(r->body, nullptr, false)};
+  }
+  // POSTs a streaming request; the "data:" payloads in order.
+  static std::vector<std::string> post_stream(int port, const std::string& path, const std::string& body) {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(120, 0);
+    auto r = c.Post(path.c_str(), body, "application/json");
+    std::vector<std::string> events;
+    if (!r) return events;
+    EXPECT_EQ(r->status, 200);
+    EXPECT_NE(r->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+    size_t at = 0;
+    while ((at = r->body.find("data: ", at)) != std::string::npos) {
+      const size_t end = r->body.find("\n\n", at);
+      events.push_back(r->body.substr(at + 6, end - at - 6));
+      at = end;
+    }
+    return events;
+  }
+  // The text of the streamed chunks joined (completions: "text", chat: "delta.content"), and
+  // the last chunk's finish reason.
+  static std::string joined(const std::vector<std::string>& events, bool chat, std::string* finish) {
+    std::string text;
+    for (const std::string& e : events) {
+      if (e == "[DONE]") continue;
+      const json j = json::parse(e, nullptr, false);
+      EXPECT_FALSE(j.is_discarded()) << e;
+      if (j.is_discarded()) continue;
+      const json& c = j["choices"][0];
+      if (chat && c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
+      if (!chat) text += c["text"].get<std::string>();
+      if (!c["finish_reason"].is_null()) *finish = c["finish_reason"].get<std::string>();
+    }
+    return text;
+  }
+  testing_cli::CliResult zenmoe(const std::string& args) { return testing_cli::run_zenmoe(args, dir_); }
+
+  fs::path dir_;
+};
+
+TEST_F(ServeCli, CompletionsMatchRunStreamStopAndReuseThePrompt) {
+  ServerProcess server;
+  std::string log;
+  ASSERT_TRUE(server.start("-m '" + kModel + "' --ref -a tiny", dir_, &log)) << log;
+  const int port = server.port();
+  httplib::Client c("127.0.0.1", port);
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(json::parse(health->body)["status"], "ok");
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(json::parse(models->body)["data"][0]["id"], "tiny");
+
+  const auto run = zenmoe("run -m '" + kModel + "' --ref -p 'The quick brown fox' -n 12 --temp 0 --ignore-eos");
+  ASSERT_EQ(run.status, 0) << run.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run.err, m, std::regex(R"(prompt (\d+) tokens)"))) << run.err;
+  const int n_prompt = std::stoi(m[1]);
+  const std::string req = R"({"prompt":"The quick brown fox","max_tokens":12,"temperature":0,"ignore_eos":true)";
+  auto [status, first] = post(port, "/v1/completions", req + "}");
+  ASSERT_EQ(status, 200) << first.dump();
+  EXPECT_EQ(first["object"], "text_completion");
+  EXPECT_EQ(first["model"], "tiny");
+  EXPECT_EQ(first["choices"][0]["text"], run.out);
+  EXPECT_EQ(first["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(first["usage"]["prompt_tokens"], n_prompt);
+  EXPECT_EQ(first["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(first["usage"]["total_tokens"], n_prompt + 12);
+  EXPECT_EQ(first["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  // The same prompt again: all but its last token come from the cache, the answer is the same.
+  auto [status2, again] = post(port, "/v1/completions", req + "}");
+  ASSERT_EQ(status2, 200);
+  EXPECT_EQ(again["choices"][0]["text"], run.out);
+  EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"], n_prompt - 1);
+  EXPECT_EQ(again["timings"]["prompt_n"], 1);
+
+  std::string finish;
+  const auto events = post_stream(port, "/v1/completions", req + R"(,"stream":true})");
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  EXPECT_EQ(joined(events, false, &finish), run.out);
+  EXPECT_EQ(finish, "length");
+
+  // A stop string: the text up to where it starts, finish "stop", streamed alike.
+  const std::string text = run.out;
+  size_t at = 4;
+  while (at + 3 <= text.size() && !std::all_of(text.begin() + at, text.begin() + at + 3,
+                                               [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)); }))
+    ++at;
+  ASSERT_LE(at + 3, text.size()) << text;
+  const std::string stop = text.substr(at, 3);
+  const std::string cut = text.substr(0, text.find(stop));
+  auto [status3, stopped] = post(port, "/v1/completions", req + R"(,"stop":[")" + stop + R"("]})");
+  ASSERT_EQ(status3, 200);
+  EXPECT_EQ(stopped["choices"][0]["text"], cut);
+  EXPECT_EQ(stopped["choices"][0]["finish_reason"], "stop");
+  const auto stop_events = post_stream(port, "/v1/completions", req + R"(,"stream":true,"stop":")" + stop + R"("})");
+  EXPECT_EQ(joined(stop_events, false, &finish), cut);
+  EXPECT_EQ(finish, "stop");
+  EXPECT_EQ(server.stop(), 0);  // SIGTERM ends it cleanly
+}
+
+TEST_F(ServeCli, ChatAnswersInTheModelsFormat) {
+  const std::string ds = testing_cli::model_with_template(
+      kModel, dir_, "ds.gguf", "{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{{'<｜end▁of▁sentence｜>'}}");
+  ASSERT_FALSE(ds.empty());
+  ServerProcess server;
+  std::string log;
+  ASSERT_TRUE(server.start("-m '" + ds + "' --ref", dir_, &log)) << log;
+  const auto run = zenmoe("run -m '" + ds + "' --ref --chat -sys 'Be brief.' -p 'hello there' -n 6 --temp 0 --ignore-eos");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const std::string msgs = R"("messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hello there"}])";
+  const std::string opts = R"("max_tokens":6,"temperature":0,"ignore_eos":true)";
+  auto [status, chat] = post(server.port(), "/v1/chat/completions", "{" + msgs + "," + opts + "}");
+  ASSERT_EQ(status, 200) << chat.dump();
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["model"], "ds.gguf");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], run.out);
+  // Content given as parts reads the same.
+  const std::string parts =
+      R"("messages":[{"role":"system","content":[{"type":"text","text":"Be "},{"type":"text","text":"brief."}]},)"
+      R"({"role":"user","content":"hello there"}])";
+  auto [status2, chat2] = post(server.port(), "/v1/chat/completions", "{" + parts + "," + opts + "}");
+  ASSERT_EQ(status2, 200) << chat2.dump();
+  EXPECT_EQ(chat2["choices"][0]["message"]["content"], run.out);
+  std::string finish;
+  const auto events = post_stream(server.port(), "/v1/chat/completions", "{" + msgs + "," + opts + R"(,"stream":true})");
+  ASSERT_GE(events.size(), 3u);
+  const json first = json::parse(events.front());
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(joined(events, true, &finish), run.out);
+  EXPECT_EQ(finish, "length");
+}
+
+TEST_F(ServeCli, BadRequestsGetJsonErrorsAndTheServerGoesOn) {
+  ServerProcess server;
+  std::string log;
+  ASSERT_TRUE(server.start("-m '" + kModel + "' -c 24 -t 1", dir_, &log)) << log;
+  const int port = server.port();
+  const auto expect_error = [&](const std::string& path, const std::string& body, int want, const std::string& needle) {
+    auto [status, j] = post(port, path, body);
+    EXPECT_EQ(status, want) << body;
+    ASSERT_TRUE(j.is_object()) << body;
+    ASSERT_TRUE(j.contains("error")) << j.dump();
+    EXPECT_EQ(j["error"]["code"], want);
+    EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos) << j.dump();
+  };
+  expect_error("/v1/completions", "{not json", 400, "not a JSON object");
+  expect_error("/v1/completions", "[1,2]", 400, "not a JSON object");
+  expect_error("/v1/completions", R"({"max_tokens":4})", 400, "'prompt' must be a string");
+  expect_error("/v1/completions", R"({"prompt":"hi","temperature":"hot"})", 400, "'temperature' must be a number");
+  expect_error("/v1/completions", R"({"prompt":"hi","max_tokens":-5})", 400, "'max_tokens' must be in");
+  expect_error("/v1/completions", R"({"prompt":"hi","max_tokens":1.5})", 400, "'max_tokens' must be an integer");
+  expect_error("/v1/completions", R"({"prompt":"hi","top_p":2})", 400, "'top_p' must be in");
+  expect_error("/v1/completions", R"({"prompt":"hi","n":2})", 400, "'n' must be in");
+  expect_error("/v1/completions", R"({"prompt":"hi","stop":[""]})", 400, "must not be empty");
+  expect_error("/v1/completions", R"({"prompt":"hi","stop":5})", 400, "'stop' must be a string or an array");
+  expect_error("/v1/completions", R"({"prompt":"hi","stream":"yes"})", 400, "'stream' must be true or false");
+  expect_error("/v1/completions", R"({"prompt":")" + std::string(400, 'a') + " " + std::string(400, 'b') + R"("})", 400,
+               "more than the context size 24");
+  expect_error("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})", 400, "no chat format");
+  expect_error("/v1/nothing", "{}", 404, "no such endpoint");
+  httplib::Client c("127.0.0.1", port);
+  auto get = c.Get("/v1/completions");  // the wrong method
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 404);
+  // Still serving.
+  auto [status, ok] = post(port, "/v1/completions", R"({"prompt":"hi","max_tokens":3,"ignore_eos":true,"seed":5})");
+  EXPECT_EQ(status, 200) << ok.dump();
+  EXPECT_EQ(ok["usage"]["completion_tokens"], 3);
+}
+
+TEST_F(ServeCli, BadFlagsAreOneErrorLine) {
+  const auto expect_error = [&](const std::string& args, const std::string& needle) {
+    testing_cli::expect_one_line_error(zenmoe(args), args, needle);
+  };
+  expect_error("serve", "missing -m MODEL");
+  expect_error("serve -m '" + kModel + "' --port 70000", "--port must be in");
+  expect_error("serve -m '" + kModel + "' --port x", "--port expects an integer");
+  expect_error("serve -m /no/such/model.gguf", "/no/such/model.gguf");
+  expect_error("serve -m '" + kModel + "' -ctk q4_0", "q4_0");
+  // A port already taken: the second server ends with one error line instead of sharing it.
+  ServerProcess server, second;
+  std::string log;
+  ASSERT_TRUE(server.start("-m '" + kModel + "' -t 1", dir_, &log)) << log;
+  EXPECT_FALSE(second.start("-m '" + kModel + "' -t 1", dir_, &log, server.port())) << log;
+  EXPECT_EQ(second.exit_status(), 1);
+  EXPECT_EQ(log, "zenmoe: cannot listen on 127.0.0.1:" + std::to_string(server.port()) + "\n");
+}
+
+}  // namespace
+}  // namespace zenmoe
