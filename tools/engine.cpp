@@ -104,6 +104,12 @@ Expected<std::unique_ptr<Executor>> make_engine(const gguf::Model& model, const 
   return fast_engine(std::move(*cm), opts);
 }
 
+int context_size(const gguf::Model& model, int requested, bool given) {
+  const std::string arch = model.metadata().get_string_or("general.architecture", "");
+  const uint64_t trained = model.metadata().get_uint_or(arch + ".context_length", 0);
+  return !given && trained > 0 && trained < static_cast<uint64_t>(requested) ? static_cast<int>(trained) : requested;
+}
+
 Expected<KvCacheType> kv_cache_type(const std::string& type_k, const std::string& type_v) {
   // F16 unless told otherwise, as llama.cpp-class tools keep their KV caches.
   const std::string k = type_k.empty() ? "f16" : type_k, v = type_v.empty() ? k : type_v;

@@ -57,6 +57,10 @@ Expected<std::unique_ptr<Executor>> make_engine(const gguf::Model& model, const 
 // two must agree.
 Expected<KvCacheType> kv_cache_type(const std::string& type_k, const std::string& type_v);
 
+// The context size a front end runs with: `requested` when the user gave -c, else the smaller
+// of `requested` (the default) and the context the model was trained for.
+int context_size(const gguf::Model& model, int requested, bool given);
+
 // The compile target of --target (znver5, znver4, host) capped by --isa / ZENMOE_ISA.
 Expected<isa::Target> compile_target(const std::string& target_flag, const std::string& isa_flag);
 

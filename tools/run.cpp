@@ -443,10 +443,7 @@ int cmd_run(int argc, char** argv, int first) {
   auto prompt = opts->conversation ? std::vector<int32_t>{} : prompt_tokens(*opts, *tk);
   if (!prompt) return fail(prompt.error());
   if (prompt->empty() && !opts->conversation) return fail("the prompt gives no tokens");
-  const std::string arch = model->gguf.metadata().get_string_or("general.architecture", "");
-  const uint64_t n_ctx_train = model->gguf.metadata().get_uint_or(arch + ".context_length", 0);
-  if (!opts->ctx_given && n_ctx_train > 0 && n_ctx_train < static_cast<uint64_t>(opts->n_ctx))
-    opts->n_ctx = static_cast<int>(n_ctx_train);
+  opts->n_ctx = context_size(model->gguf, opts->n_ctx, opts->ctx_given);
   if (prompt->size() > static_cast<size_t>(opts->n_ctx))
     return fail("the prompt has " + std::to_string(prompt->size()) + " tokens, more than the context size " +
                 std::to_string(opts->n_ctx) + " (raise -c)");

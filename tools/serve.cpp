@@ -431,11 +431,7 @@ int cmd_serve(int argc, char** argv, int first) {
   if (!model) return fail(model.error());
   auto tk = tok::Tokenizer::from_metadata(model->gguf.metadata());
   if (!tk) return fail(tk.error());
-  int n_ctx = static_cast<int>(*ctx);
-  const std::string arch = model->gguf.metadata().get_string_or("general.architecture", "");
-  const uint64_t n_ctx_train = model->gguf.metadata().get_uint_or(arch + ".context_length", 0);
-  if (!args->has("ctx-size") && n_ctx_train > 0 && n_ctx_train < static_cast<uint64_t>(n_ctx))
-    n_ctx = static_cast<int>(n_ctx_train);
+  const int n_ctx = context_size(model->gguf, static_cast<int>(*ctx), args->has("ctx-size"));
   ExecutorOptions eo;
   eo.n_ctx = n_ctx;
   eo.n_threads = static_cast<int>(*threads);
