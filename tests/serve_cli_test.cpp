@@ -80,6 +80,7 @@ class ServerProcess {
   ~ServerProcess() { stop(); }
   int port() const { return port_; }
   int exit_status() const { return exit_status_; }  // after a start() that failed
+  std::string log() const { return testing_cli::slurp_file(err_); }  // its stderr so far
 
  private:
   pid_t pid_ = -1;
@@ -180,6 +181,10 @@ TEST_F(ServeCli, CompletionsMatchRunStreamStopAndReuseThePrompt) {
   EXPECT_EQ(again["choices"][0]["text"], run.out);
   EXPECT_EQ(again["usage"]["prompt_tokens_details"]["cached_tokens"], n_prompt - 1);
   EXPECT_EQ(again["timings"]["prompt_n"], 1);
+  EXPECT_NE(server.log().find("cmpl-2: prompt " + std::to_string(n_prompt) + " tokens (" + std::to_string(n_prompt - 1) +
+                              " cached) in "),
+            std::string::npos)
+      << server.log();
 
   std::string finish;
   const auto events = post_stream(port, "/v1/completions", req + R"(,"stream":true})");

@@ -305,6 +305,13 @@ class Server {
             {"predicted_per_second", o.d.seconds > 0 ? static_cast<double>(o.d.evals) / o.d.seconds : 0.0}};
   }
 
+  // One line on stderr per answered request.
+  static void log_request(const std::string& id, const Job& job, const Outcome& o) {
+    const double decode = o.d.seconds > 0 ? static_cast<double>(o.d.evals) / o.d.seconds : 0.0;
+    std::fprintf(stderr, "%s: prompt %zu tokens (%zu cached) in %.1f ms | generated %lld tokens, decode %.2f tok/s\n",
+                 id.c_str(), job.prompt.size(), o.cached, o.prompt_s * 1e3, static_cast<long long>(o.d.generated), decode);
+  }
+
   json envelope(const Job& job, const std::string& id, bool chunk) const {
     return {{"id", id},
             {"object", job.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
@@ -338,6 +345,7 @@ class Server {
       out["choices"] = json::array({choice(*job, visible(o->d, job->limits), finish_reason(o->d), false)});
       out["usage"] = usage(*job, *o);
       out["timings"] = timings(*job, *o);
+      log_request(id, *job, *o);
       res.set_content(dump(out), "application/json");
       return;
     }
@@ -385,6 +393,7 @@ class Server {
         last["choices"] = json::array({choice(*job, all.size() > sent ? all.substr(sent) : "", finish_reason(o->d), true)});
         last["usage"] = usage(*job, *o);
         last["timings"] = timings(*job, *o);
+        log_request(id, *job, *o);
         event(last);
       }
       const std::string done = "data: [DONE]\n\n";
