@@ -209,6 +209,17 @@ TEST_F(ServeCli, CompletionsMatchRunStreamStopAndReuseThePrompt) {
   const auto stop_events = post_stream(port, "/v1/completions", req + R"(,"stream":true,"stop":")" + stop + R"("})");
   EXPECT_EQ(joined(stop_events, false, &finish), cut);
   EXPECT_EQ(finish, "stop");
+  // Token ids in, as they are: the ids /tokenize gives (with BOS) answer the same.
+  auto [status4, tokens] = post(port, "/tokenize", R"({"content":"The quick brown fox","add_special":true})");
+  ASSERT_EQ(status4, 200) << tokens.dump();
+  ASSERT_EQ(tokens["tokens"].size(), static_cast<size_t>(n_prompt));
+  auto [status5, by_ids] = post(port, "/v1/completions",
+                                R"({"max_tokens":12,"temperature":0,"ignore_eos":true,"prompt":)" + tokens["tokens"].dump() + "}");
+  ASSERT_EQ(status5, 200) << by_ids.dump();
+  EXPECT_EQ(by_ids["choices"][0]["text"], run.out);
+  auto [status6, text_back] = post(port, "/detokenize", R"({"tokens":)" + tokens["tokens"].dump() + "}");
+  ASSERT_EQ(status6, 200);
+  EXPECT_NE(text_back["content"].get<std::string>().find("The quick brown fox"), std::string::npos) << text_back.dump();
   EXPECT_EQ(server.stop(), 0);  // SIGTERM ends it cleanly
 }
 
@@ -273,6 +284,12 @@ TEST_F(ServeCli, BadRequestsGetJsonErrorsAndTheServerGoesOn) {
   expect_error("/v1/completions", R"({"prompt":")" + std::string(400, 'a') + " " + std::string(400, 'b') + R"("})", 400,
                "more than the context size 24");
   expect_error("/v1/chat/completions", R"({"messages":[{"role":"user","content":"hi"}]})", 400, "no chat format");
+  expect_error("/v1/completions", R"({"prompt":[1,2,100000]})", 400, "prompt token 100000 is outside");
+  expect_error("/v1/completions", R"({"prompt":[1,"a"]})", 400, "'prompt' must be a string or an array of token ids");
+  expect_error("/v1/completions", R"({"prompt":[]})", 400, "the prompt gives no tokens");
+  expect_error("/tokenize", R"({"text":"hi"})", 400, "a string 'content'");
+  expect_error("/detokenize", R"({"tokens":[-1]})", 400, "token ids of the vocabulary");
+  expect_error("/v1/completions", R"({"prompt":")" + std::string(33 << 20, 'a') + R"("})", 413, "larger than 32 MiB");
   expect_error("/v1/nothing", "{}", 404, "no such endpoint");
   httplib::Client c("127.0.0.1", port);
   auto get = c.Get("/v1/completions");  // the wrong method

@@ -55,6 +55,10 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"help", "h", false, "show this help"},
 });
 
+// Request bodies past this size are refused (413) before they are read: far more text than any
+// context holds.
+constexpr size_t kMaxBody = size_t{32} << 20;
+
 // A request the server refuses: the status and the message of its JSON error object.
 struct BadRequest {
   int status = 400;
@@ -132,10 +136,35 @@ class Server {
     });
     svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, false); });
     svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { handle(req, res, true); });
+    // llama.cpp's server's: {"content": text, "add_special": bool} -> {"tokens": [...]}, and
+    // {"tokens": [...]} -> {"content": text}.
+    svr.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      const json body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object() || !body.contains("content") || !body["content"].is_string())
+        return send_error(res, 400, "the body must be a JSON object with a string 'content'");
+      bool add_special = false;
+      if (auto bad = read_bool(body, "add_special", &add_special)) return send_error(res, bad->status, bad->message);
+      res.set_content(dump(json{{"tokens", tk_.encode(body["content"].get<std::string>(), add_special, true)}}),
+                      "application/json");
+    });
+    svr.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+      const json body = json::parse(req.body, nullptr, false);
+      if (body.is_discarded() || !body.is_object() || !body.contains("tokens") || !body["tokens"].is_array())
+        return send_error(res, 400, "the body must be a JSON object with an array 'tokens'");
+      std::vector<int32_t> ids;
+      for (const json& t : body["tokens"]) {
+        if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tk_.n_vocab())
+          return send_error(res, 400, "'tokens' must hold token ids of the vocabulary");
+        ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+      }
+      res.set_content(dump(json{{"content", tk_.decode(ids)}}), "application/json");
+    });
     svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler's own error
-      send_error(res, res.status, res.status == 404 ? "no such endpoint: " + req.method + " " + req.path
-                                                    : "request failed with status " + std::to_string(res.status));
+      send_error(res, res.status,
+                 res.status == 404   ? "no such endpoint: " + req.method + " " + req.path
+                 : res.status == 413 ? "the request body is larger than " + std::to_string(kMaxBody >> 20) + " MiB"
+                                     : "request failed with status " + std::to_string(res.status));
     });
     svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "internal error";
@@ -157,6 +186,7 @@ class Server {
     Job job;
     job.chat = chat;
     std::string rendered;
+    bool ids = false;  // the prompt came as token ids
     if (chat) {
       if (!no_chat_.empty()) return BadRequest{400, "this model has no chat format: " + no_chat_};
       if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
@@ -186,11 +216,24 @@ class Server {
       if (!formatted) return BadRequest{400, formatted.error()};
       rendered = std::move(*formatted);
     } else {
-      if (!body.contains("prompt") || !body["prompt"].is_string())
-        return BadRequest{400, "'prompt' must be a string"};
-      rendered = body["prompt"].get<std::string>();
+      // A string, or token ids as they are (no BOS added).
+      const json* prompt = body.contains("prompt") ? &body["prompt"] : nullptr;
+      if (prompt != nullptr && prompt->is_array()) {
+        ids = true;
+        for (const json& t : *prompt) {
+          if (!t.is_number_integer()) return BadRequest{400, "'prompt' must be a string or an array of token ids"};
+          const auto id = t.get<int64_t>();
+          if (id < 0 || id >= ex_->n_vocab())
+            return BadRequest{400, "prompt token " + std::to_string(id) + " is outside the model's vocabulary"};
+          job.prompt.push_back(static_cast<int32_t>(id));
+        }
+      } else if (prompt != nullptr && prompt->is_string()) {
+        rendered = prompt->get<std::string>();
+      } else {
+        return BadRequest{400, "'prompt' must be a string or an array of token ids"};
+      }
     }
-    job.prompt = tk_.encode(rendered, /*add_special=*/true, /*parse_special=*/true);
+    if (!ids) job.prompt = tk_.encode(rendered, /*add_special=*/true, /*parse_special=*/true);
     if (job.prompt.empty()) return BadRequest{400, "the prompt gives no tokens"};
     if (job.prompt.size() > static_cast<size_t>(ex_->n_ctx()))
       return BadRequest{400, "the prompt has " + std::to_string(job.prompt.size()) +
@@ -459,6 +502,7 @@ int cmd_serve(int argc, char** argv, int first) {
 
   Server server(std::move(*model), std::move(*tk), std::move(*ex), alias);
   httplib::Server svr;
+  svr.set_payload_max_length(kMaxBody);
   // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, with which a second server on a
   // taken port would start and share its connections instead of failing.
   svr.set_socket_options([](int sock) {
