@@ -103,7 +103,7 @@ class Writer {
   Checksum sum_;
 };
 
-// Reads exactly n bytes (the file's size was checked against the header before), summing them.
+// Reads exactly n bytes, summing them; a file that ends first is an error.
 class Reader {
  public:
   Reader(int fd, std::string where) : fd_(fd), where_(std::move(where)) {}

@@ -213,8 +213,9 @@ TEST_F(ServeCli, CompletionsMatchRunStreamStopAndReuseThePrompt) {
   auto [status4, tokens] = post(port, "/tokenize", R"({"content":"The quick brown fox","add_special":true})");
   ASSERT_EQ(status4, 200) << tokens.dump();
   ASSERT_EQ(tokens["tokens"].size(), static_cast<size_t>(n_prompt));
-  auto [status5, by_ids] = post(port, "/v1/completions",
-                                R"({"max_tokens":12,"temperature":0,"ignore_eos":true,"prompt":)" + tokens["tokens"].dump() + "}");
+  const std::string by_ids_req =
+      R"({"max_tokens":12,"temperature":0,"ignore_eos":true,"prompt":)" + tokens["tokens"].dump() + "}";
+  auto [status5, by_ids] = post(port, "/v1/completions", by_ids_req);
   ASSERT_EQ(status5, 200) << by_ids.dump();
   EXPECT_EQ(by_ids["choices"][0]["text"], run.out);
   auto [status6, text_back] = post(port, "/detokenize", R"({"tokens":)" + tokens["tokens"].dump() + "}");

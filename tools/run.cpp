@@ -266,8 +266,8 @@ struct Stats {
 };
 
 // What a turn generated: its text, the tokens that went through the model, and the last token
-// when -n stopped the turn before the token went through the model (the next turn evaluates it
-// first).
+// when -n or a reverse prompt stopped the turn before the token went through the model (the
+// next turn evaluates it first).
 struct Reply {
   std::string text;
   std::vector<int32_t> evaluated;
@@ -477,7 +477,8 @@ int cmd_run(int argc, char** argv, int first) {
   const std::string restored =
       st->restored_tokens > 0 ? " (" + std::to_string(st->restored_tokens) + " from the prompt cache)" : "";
   std::fprintf(stderr, "prompt %zu tokens%s, prefill %s tok/s | generated %lld tokens, decode %s tok/s%s\n",
-               st->prompt_tokens + st->restored_tokens, restored.c_str(), rate(static_cast<double>(st->prompt_tokens), st->prefill_s).c_str(),
+               st->prompt_tokens + st->restored_tokens, restored.c_str(),
+               rate(static_cast<double>(st->prompt_tokens), st->prefill_s).c_str(),
                static_cast<long long>(st->generated),
                rate(static_cast<double>(st->decode_evals), st->decode_s).c_str(),
                st->context_full ? " (context full)" : "");

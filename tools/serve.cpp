@@ -280,7 +280,8 @@ class Server {
     job.sampling.min_p = static_cast<float>(min_p);
     job.sampling.repeat_penalty = static_cast<float>(penalty);
     job.sampling.repeat_last_n = static_cast<int>(last_n);
-    job.sampling.seed = seed >= 0 ? static_cast<uint64_t>(seed) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    job.sampling.seed =
+        seed >= 0 ? static_cast<uint64_t>(seed) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
     if (Status st = check_sampler_params(job.sampling); !st) return BadRequest{400, st.message()};
     return job;
   }
@@ -511,7 +512,9 @@ int cmd_serve(int argc, char** argv, int first) {
   });
   server.install(svr);
   const std::string host = args->get("host", "127.0.0.1");
-  const int bound = *port == 0 ? svr.bind_to_any_port(host) : (svr.bind_to_port(host, static_cast<int>(*port)) ? static_cast<int>(*port) : -1);
+  int bound = static_cast<int>(*port);
+  if (bound == 0) bound = svr.bind_to_any_port(host);
+  else if (!svr.bind_to_port(host, bound)) bound = -1;
   if (bound < 0) return fail("cannot listen on " + host + ":" + std::to_string(*port));
   std::fprintf(stderr, "zenmoe serve: %s on http://%s:%d (context %d)\n", alias.c_str(), host.c_str(), bound, n_ctx);
   std::thread stopper([&] {
