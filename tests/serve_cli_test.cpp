@@ -302,6 +302,38 @@ TEST_F(ServeCli, BadRequestsGetJsonErrorsAndTheServerGoesOn) {
   EXPECT_EQ(ok["usage"]["completion_tokens"], 3);
 }
 
+// --api-key: requests without the key get 401 (a JSON error), with it they are answered;
+// /health and browsers' preflight requests need none.
+TEST_F(ServeCli, ApiKeyGuardsEveryEndpointButHealth) {
+  ServerProcess server;
+  std::string log;
+  ASSERT_TRUE(server.start("-m '" + kModel + "' -t 1 --api-key s3cret", dir_, &log)) << log;
+  httplib::Client c("127.0.0.1", server.port());
+  const std::string body = R"({"prompt":"hi","max_tokens":2,"ignore_eos":true})";
+  auto none = c.Post("/v1/completions", body, "application/json");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_EQ(json::parse(none->body)["error"]["type"], "authentication_error");
+  auto wrong = c.Post("/v1/completions", {{"Authorization", "Bearer nope"}}, body, "application/json");
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->status, 401);
+  auto right = c.Post("/v1/completions", {{"Authorization", "Bearer s3cret"}}, body, "application/json");
+  ASSERT_TRUE(right);
+  EXPECT_EQ(right->status, 200) << right->body;
+  EXPECT_EQ(json::parse(right->body)["usage"]["completion_tokens"], 2);
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  EXPECT_EQ(health->get_header_value("Access-Control-Allow-Origin"), "*");
+  auto preflight = c.Options("/v1/chat/completions");
+  ASSERT_TRUE(preflight);
+  EXPECT_EQ(preflight->status, 204);
+  EXPECT_NE(preflight->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+}
+
 TEST_F(ServeCli, BadFlagsAreOneErrorLine) {
   const auto expect_error = [&](const std::string& args, const std::string& needle) {
     testing_cli::expect_one_line_error(zenmoe(args), args, needle);
@@ -311,6 +343,7 @@ TEST_F(ServeCli, BadFlagsAreOneErrorLine) {
   expect_error("serve -m '" + kModel + "' --port x", "--port expects an integer");
   expect_error("serve -m /no/such/model.gguf", "/no/such/model.gguf");
   expect_error("serve -m '" + kModel + "' -ctk q4_0", "q4_0");
+  expect_error("serve -m '" + kModel + "' --api-key ''", "--api-key is empty");
   // A port already taken: the second server ends with one error line instead of sharing it.
   ServerProcess server, second;
   std::string log;

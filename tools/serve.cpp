@@ -47,6 +47,7 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"host", "", true, "address to listen on (default 127.0.0.1)"},
     {"port", "", true, "port to listen on (default 8080; 0: a free one, printed at start)"},
     {"alias", "a", true, "the model's name in responses (default: the model file's name)"},
+    {"api-key", "", true, "answer only requests with the header 'Authorization: Bearer KEY' (GET /health excepted)"},
     {"threads", "t", true, "threads (default: one per core this process may use)"},
     {"ctx-size", "c", true, "context size in tokens (default 4096, at most the model's)"},
     {"cache-type-k", "ctk", true, "KV cache type: f16 (default), f32, bf16 or q8_0"},
@@ -69,7 +70,10 @@ struct BadRequest {
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 void send_error(httplib::Response& res, int status, const std::string& message) {
-  const char* type = status == 404 ? "not_found_error" : status >= 500 ? "server_error" : "invalid_request_error";
+  const char* type = status == 404   ? "not_found_error"
+                     : status == 401 ? "authentication_error"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
   res.status = status;
   res.set_content(dump(json{{"error", {{"code", status}, {"message", message}, {"type", type}}}}), "application/json");
 }
@@ -116,14 +120,34 @@ std::optional<BadRequest> read_bool(const json& body, const char* key, bool* out
 
 class Server {
  public:
-  Server(OpenedModel model, tok::Tokenizer tk, std::unique_ptr<Executor> ex, std::string alias)
-      : model_(std::move(model)), tk_(std::move(tk)), ex_(std::move(ex)), alias_(std::move(alias)) {
+  Server(OpenedModel model, tok::Tokenizer tk, std::unique_ptr<Executor> ex, std::string alias, std::string api_key)
+      : model_(std::move(model)),
+        tk_(std::move(tk)),
+        ex_(std::move(ex)),
+        alias_(std::move(alias)),
+        api_key_(std::move(api_key)) {
     auto style = detect_chat_style(tk_.chat_template());
     if (style) style_ = *style;
     else no_chat_ = style.error();
   }
 
   void install(httplib::Server& svr) {
+    // Browsers may call from any page (as llama.cpp's server allows); their preflight requests
+    // are answered before the key check.
+    svr.set_default_headers({{"Access-Control-Allow-Origin", "*"}});
+    svr.Options(R"(/.*)", [](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.status = 204;
+    });
+    svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (api_key_.empty() || req.method == "OPTIONS" || req.path == "/health")
+        return httplib::Server::HandlerResponse::Unhandled;
+      if (req.get_header_value("Authorization") == "Bearer " + api_key_)
+        return httplib::Server::HandlerResponse::Unhandled;
+      send_error(res, 401, "a valid API key is needed (Authorization: Bearer KEY)");
+      return httplib::Server::HandlerResponse::Handled;
+    });
     svr.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
     });
@@ -451,6 +475,7 @@ class Server {
   tok::Tokenizer tk_;
   std::unique_ptr<Executor> ex_;
   std::string alias_;
+  std::string api_key_;  // empty: none needed
   ChatStyle style_ = ChatStyle::DeepSeekV3;
   std::string no_chat_;  // why chat requests are refused (empty: they are not)
   int64_t started_ = static_cast<int64_t>(std::time(nullptr));
@@ -475,6 +500,7 @@ int cmd_serve(int argc, char** argv, int first) {
   auto threads = args->get_int("threads", args->has("threads") ? 1 : default_thread_count(), 1, 1024);
   for (const Status& st : {port.status(), ctx.status(), threads.status()})
     if (!st) return fail(st.message());
+  if (args->has("api-key") && args->get("api-key").empty()) return fail("--api-key is empty");
   auto kv = kv_cache_type(args->get("cache-type-k"), args->get("cache-type-v"));
   if (!kv) return fail(kv.error());
   auto ef = parse_engine_flags(*args);
@@ -501,7 +527,7 @@ int cmd_serve(int argc, char** argv, int first) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  Server server(std::move(*model), std::move(*tk), std::move(*ex), alias);
+  Server server(std::move(*model), std::move(*tk), std::move(*ex), alias, args->get("api-key"));
   httplib::Server svr;
   svr.set_payload_max_length(kMaxBody);
   // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, with which a second server on a
