@@ -13,8 +13,10 @@
 #include <cctype>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -351,6 +353,59 @@ TEST_F(ServeCli, BadFlagsAreOneErrorLine) {
   EXPECT_FALSE(second.start("-m '" + kModel + "' -t 1", dir_, &log, server.port())) << log;
   EXPECT_EQ(second.exit_status(), 1);
   EXPECT_EQ(log, "zenmoe: cannot listen on 127.0.0.1:" + std::to_string(server.port()) + "\n");
+}
+
+// zenmoe batch: an answer line per request line (blank lines skipped), the same answers as
+// `zenmoe run` and serve, the prefix kept from one request to the next, refused lines answered
+// with an error, and the output file written whole or not at all.
+TEST_F(ServeCli, BatchAnswersEveryLine) {
+  const std::string req = R"("max_tokens":8,"temperature":0,"ignore_eos":true)";
+  const fs::path in = dir_ / "requests.jsonl";
+  std::ofstream(in) << R"({"id":"a","prompt":"The quick brown fox",)" << req << "}\n\n"
+                    << R"({"id":7,"prompt":"The quick brown fox jumps",)" << req << "}\n"
+                    << "{bad json\n"
+                    << R"({"messages":[{"role":"user","content":"hi"}]})" << "\n"
+                    << R"({"prompt":"x","stream":true})" << "\n";
+  const auto run = zenmoe("run -m '" + kModel + "' --ref -p 'The quick brown fox' -n 8 --temp 0 --ignore-eos");
+  ASSERT_EQ(run.status, 0) << run.err;
+  const auto batch = zenmoe("batch -m '" + kModel + "' --ref -i '" + in.string() + "'");
+  ASSERT_EQ(batch.status, 0) << batch.err;
+  std::vector<json> lines;
+  std::istringstream out(batch.out);
+  for (std::string l; std::getline(out, l);) lines.push_back(json::parse(l));
+  ASSERT_EQ(lines.size(), 5u) << batch.out;
+  EXPECT_EQ(lines[0]["line"], 1);
+  EXPECT_EQ(lines[0]["id"], "a");
+  EXPECT_EQ(lines[0]["text"], run.out);
+  EXPECT_EQ(lines[0]["finish_reason"], "length");
+  const int first_prompt = lines[0]["usage"]["prompt_tokens"].get<int>();
+  EXPECT_EQ(lines[1]["line"], 3);
+  EXPECT_EQ(lines[1]["id"], 7);
+  EXPECT_EQ(lines[1]["usage"]["prompt_tokens_details"]["cached_tokens"], first_prompt);
+  EXPECT_EQ(lines[2]["error"], "the body is not a JSON object");
+  EXPECT_NE(lines[3]["error"].get<std::string>().find("no chat format"), std::string::npos);
+  EXPECT_EQ(lines[4]["error"], "'stream' has no meaning here");
+  EXPECT_TRUE(std::regex_match(batch.err, std::regex(R"(batch: 2 requests answered, 3 refused \| prompt \d+ tokens \()" +
+                                                     std::to_string(first_prompt) + R"( cached\), .*\n)")))
+      << batch.err;
+  // To a file: the same answers.
+  const fs::path answers = dir_ / "answers.jsonl";
+  const auto to_file = zenmoe("batch -m '" + kModel + "' --ref -i '" + in.string() + "' -o '" + answers.string() + "'");
+  ASSERT_EQ(to_file.status, 0) << to_file.err;
+  EXPECT_TRUE(to_file.out.empty());
+  std::ifstream written(answers);
+  std::string first;
+  ASSERT_TRUE(std::getline(written, first));
+  EXPECT_EQ(json::parse(first)["text"], run.out);
+
+  const auto expect_error = [&](const std::string& args, const std::string& needle) {
+    testing_cli::expect_one_line_error(zenmoe(args), args, needle);
+  };
+  expect_error("batch -m '" + kModel + "'", "missing -i");
+  expect_error("batch -m '" + kModel + "' -i '" + (dir_ / "none.jsonl").string() + "'", "cannot open requests file");
+  const std::string missing = (dir_ / "no" / "answers.jsonl").string();
+  expect_error("batch -m '" + kModel + "' -i '" + in.string() + "' -o '" + missing + "'", "cannot create a temporary");
+  EXPECT_FALSE(fs::exists(missing));
 }
 
 }  // namespace

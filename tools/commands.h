@@ -13,5 +13,6 @@ int cmd_logits(int argc, char** argv, int first);
 int cmd_bench(int argc, char** argv, int first);
 int cmd_compile(int argc, char** argv, int first);
 int cmd_serve(int argc, char** argv, int first);
+int cmd_batch(int argc, char** argv, int first);
 
 }  // namespace zenmoe::tools

@@ -1,9 +1,17 @@
 #include "tools/generate.h"
 
 #include <chrono>
+#include <cstdio>
 #include <span>
 
 namespace zenmoe::tools {
+
+std::string rate(double n, double s) {
+  if (n <= 0 || s <= 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", n / s);
+  return buf;
+}
 
 bool completes_stop(const std::vector<std::string>& stops, const std::string& said, size_t added, size_t* at) {
   if (added == 0) return false;

@@ -34,6 +34,9 @@ struct Decoded {
   std::vector<int32_t> unevaluated;  // the last sampled token when a limit or stop text came first
 };
 
+// n / s with two decimals ("n/a" when either is 0): the tok/s figures of summary lines.
+std::string rate(double n, double s);
+
 // Whether the last `added` bytes of `said` complete one of `stops`; the position where that
 // stop text starts goes to *at.
 bool completes_stop(const std::vector<std::string>& stops, const std::string& said, size_t added, size_t* at = nullptr);

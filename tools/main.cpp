@@ -20,6 +20,7 @@ constexpr Command kCommands[] = {
     {"compile", zenmoe::tools::cmd_compile, "lower a GGUF model to a plan with repacked weights (.zplan)"},
     {"run", zenmoe::tools::cmd_run, "generate text from a prompt"},
     {"serve", zenmoe::tools::cmd_serve, "serve a model over HTTP (OpenAI-compatible completions and chat)"},
+    {"batch", zenmoe::tools::cmd_batch, "answer a file of completion / chat requests (JSON lines) with one model load"},
     {"logits", zenmoe::tools::cmd_logits, "write the logits of every position of a token sequence"},
     {"bench", zenmoe::tools::cmd_bench, "measure kernels and memory bandwidth (kernels, bandwidth)"},
 };

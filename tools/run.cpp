@@ -392,13 +392,6 @@ Expected<Stats> run_prompt(const RunOptions& o, Executor& ex, const tok::Tokeniz
   return st;
 }
 
-std::string rate(double n, double s) {
-  if (n <= 0 || s <= 0) return "n/a";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f", n / s);
-  return buf;
-}
-
 // --profile: time per op kind over the whole run (prefill and decode), largest first, with
 // its share of the total, in aligned columns on stderr.
 void print_profile(const std::vector<std::pair<std::string, double>>& profile) {

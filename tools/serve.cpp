@@ -12,35 +12,27 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <memory>
-#include <optional>
-#include <random>
-#include <span>
 #include <string>
 #include <thread>
 #include <variant>
 #include <vector>
 
-#include "runtime/chat.h"
 #include "runtime/executor.h"
-#include "runtime/sampler.h"
 #include "runtime/thread_pool.h"
 #include "runtime/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
 #include "tools/engine.h"
-#include "tools/generate.h"
+#include "tools/session.h"
 
 namespace zenmoe::tools {
 namespace {
-
-using json = nlohmann::json;
 
 const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"model", "m", true, "model file (.gguf, first part of a split model, or a .zplan from zenmoe compile)"},
@@ -60,15 +52,6 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
 // context holds.
 constexpr size_t kMaxBody = size_t{32} << 20;
 
-// A request the server refuses: the status and the message of its JSON error object.
-struct BadRequest {
-  int status = 400;
-  std::string message;
-};
-
-// Generated text may hold bytes that are not UTF-8 (a token cut inside a character): replaced.
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 void send_error(httplib::Response& res, int status, const std::string& message) {
   const char* type = status == 404   ? "not_found_error"
                      : status == 401 ? "authentication_error"
@@ -78,45 +61,6 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   res.set_content(dump(json{{"error", {{"code", status}, {"message", message}, {"type", type}}}}), "application/json");
 }
 
-// What one request asks for.
-struct Job {
-  bool chat = false;
-  bool stream = false;
-  std::vector<int32_t> prompt;
-  DecodeLimits limits;
-  SamplerParams sampling;
-};
-
-// Optional fields of the request body, type-checked; absent or null: the default.
-std::optional<BadRequest> read_number(const json& body, const char* key, double lo, double hi, double* out) {
-  if (!body.contains(key) || body[key].is_null()) return std::nullopt;
-  const json& v = body[key];
-  if (!v.is_number()) return BadRequest{400, std::string("'") + key + "' must be a number"};
-  const double d = v.get<double>();
-  if (!(d >= lo && d <= hi))
-    return BadRequest{400, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"};
-  *out = d;
-  return std::nullopt;
-}
-
-std::optional<BadRequest> read_int(const json& body, const char* key, int64_t lo, int64_t hi, int64_t* out) {
-  if (!body.contains(key) || body[key].is_null()) return std::nullopt;
-  const json& v = body[key];
-  if (!v.is_number_integer()) return BadRequest{400, std::string("'") + key + "' must be an integer"};
-  const auto i = v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
-                                        : v.get<int64_t>();
-  if (i < lo || i > hi)
-    return BadRequest{400, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"};
-  *out = i;
-  return std::nullopt;
-}
-
-std::optional<BadRequest> read_bool(const json& body, const char* key, bool* out) {
-  if (!body.contains(key) || body[key].is_null()) return std::nullopt;
-  if (!body[key].is_boolean()) return BadRequest{400, std::string("'") + key + "' must be true or false"};
-  *out = body[key].get<bool>();
-  return std::nullopt;
-}
 
 class Server {
  public:
@@ -124,12 +68,9 @@ class Server {
       : model_(std::move(model)),
         tk_(std::move(tk)),
         ex_(std::move(ex)),
+        session_(tk_, *ex_),
         alias_(std::move(alias)),
-        api_key_(std::move(api_key)) {
-    auto style = detect_chat_style(tk_.chat_template());
-    if (style) style_ = *style;
-    else no_chat_ = style.error();
-  }
+        api_key_(std::move(api_key)) {}
 
   void install(httplib::Server& svr) {
     // Browsers may call from any page (as llama.cpp's server allows); their preflight requests
@@ -203,178 +144,8 @@ class Server {
   }
 
  private:
-  // The request's body read into a job, or why not.
-  std::variant<Job, BadRequest> parse(const std::string& text, bool chat) const {
-    const json body = json::parse(text, nullptr, false);
-    if (body.is_discarded() || !body.is_object()) return BadRequest{400, "the body is not a JSON object"};
-    Job job;
-    job.chat = chat;
-    std::string rendered;
-    bool ids = false;  // the prompt came as token ids
-    if (chat) {
-      if (!no_chat_.empty()) return BadRequest{400, "this model has no chat format: " + no_chat_};
-      if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
-        return BadRequest{400, "'messages' must be a non-empty array"};
-      std::vector<ChatMessage> msgs;
-      for (const json& m : body["messages"]) {
-        if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
-          return BadRequest{400, "each message needs a string 'role' and a 'content'"};
-        // The content: a string, or an array of parts of which the text ones are joined.
-        const json& c = m["content"];
-        std::string content;
-        if (c.is_string()) {
-          content = c.get<std::string>();
-        } else if (c.is_array()) {
-          for (const json& part : c) {
-            if (!part.is_object() || !part.contains("type") || part["type"] != "text") continue;
-            if (!part.contains("text") || !part["text"].is_string())
-              return BadRequest{400, "a text part of a message's content needs a string 'text'"};
-            content += part["text"].get<std::string>();
-          }
-        } else {
-          return BadRequest{400, "a message's 'content' must be a string or an array of parts"};
-        }
-        msgs.push_back({m["role"].get<std::string>(), std::move(content)});
-      }
-      auto formatted = format_chat(style_, msgs, true);
-      if (!formatted) return BadRequest{400, formatted.error()};
-      rendered = std::move(*formatted);
-    } else {
-      // A string, or token ids as they are (no BOS added).
-      const json* prompt = body.contains("prompt") ? &body["prompt"] : nullptr;
-      if (prompt != nullptr && prompt->is_array()) {
-        ids = true;
-        for (const json& t : *prompt) {
-          if (!t.is_number_integer()) return BadRequest{400, "'prompt' must be a string or an array of token ids"};
-          const auto id = t.get<int64_t>();
-          if (id < 0 || id >= ex_->n_vocab())
-            return BadRequest{400, "prompt token " + std::to_string(id) + " is outside the model's vocabulary"};
-          job.prompt.push_back(static_cast<int32_t>(id));
-        }
-      } else if (prompt != nullptr && prompt->is_string()) {
-        rendered = prompt->get<std::string>();
-      } else {
-        return BadRequest{400, "'prompt' must be a string or an array of token ids"};
-      }
-    }
-    if (!ids) job.prompt = tk_.encode(rendered, /*add_special=*/true, /*parse_special=*/true);
-    if (job.prompt.empty()) return BadRequest{400, "the prompt gives no tokens"};
-    if (job.prompt.size() > static_cast<size_t>(ex_->n_ctx()))
-      return BadRequest{400, "the prompt has " + std::to_string(job.prompt.size()) +
-                                 " tokens, more than the context size " + std::to_string(ex_->n_ctx())};
-    for (int32_t t : job.prompt)
-      if (t < 0 || t >= ex_->n_vocab())
-        return BadRequest{400, "prompt token " + std::to_string(t) + " is outside the model's vocabulary"};
-
-    int64_t max_tokens = -1, top_k = 40, last_n = 64, seed = -1, n_choices = 1;
-    double temp = 0.8, top_p = 0.95, min_p = 0.05, penalty = 1.0;
-    bool ignore_eos = false;
-    for (auto bad : {read_int(body, "max_tokens", -1, INT32_MAX, &max_tokens),
-                     read_int(body, "max_completion_tokens", -1, INT32_MAX, &max_tokens),
-                     read_int(body, "n_predict", -1, INT32_MAX, &max_tokens),
-                     read_int(body, "top_k", -1, 1 << 30, &top_k),
-                     read_int(body, "repeat_last_n", 0, 1 << 30, &last_n),
-                     read_int(body, "seed", -1, INT64_MAX, &seed), read_int(body, "n", 1, 1, &n_choices),
-                     read_number(body, "temperature", -1e9, 1e9, &temp),
-                     read_number(body, "top_p", 0.0, 1.0, &top_p),
-                     read_number(body, "min_p", 0.0, 1.0, &min_p),
-                     read_number(body, "repeat_penalty", 1e-6, 1e6, &penalty),
-                     read_bool(body, "stream", &job.stream), read_bool(body, "ignore_eos", &ignore_eos)})
-      if (bad) return *bad;
-    if (body.contains("stop") && !body["stop"].is_null()) {
-      const json& s = body["stop"];
-      if (s.is_string()) {
-        job.limits.stops.push_back(s.get<std::string>());
-      } else if (s.is_array()) {
-        for (const json& x : s) {
-          if (!x.is_string()) return BadRequest{400, "'stop' must be a string or an array of strings"};
-          job.limits.stops.push_back(x.get<std::string>());
-        }
-      } else {
-        return BadRequest{400, "'stop' must be a string or an array of strings"};
-      }
-      for (const std::string& x : job.limits.stops)
-        if (x.empty()) return BadRequest{400, "'stop' strings must not be empty"};
-    }
-    job.limits.n_predict = max_tokens;
-    job.limits.ignore_eos = ignore_eos;
-    job.sampling.temp = static_cast<float>(temp);
-    job.sampling.top_k = static_cast<int>(top_k);
-    job.sampling.top_p = static_cast<float>(top_p);
-    job.sampling.min_p = static_cast<float>(min_p);
-    job.sampling.repeat_penalty = static_cast<float>(penalty);
-    job.sampling.repeat_last_n = static_cast<int>(last_n);
-    job.sampling.seed =
-        seed >= 0 ? static_cast<uint64_t>(seed) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-    if (Status st = check_sampler_params(job.sampling); !st) return BadRequest{400, st.message()};
-    return job;
-  }
-
-  // The figures of a finished job.
-  struct Outcome {
-    Decoded d;
-    size_t cached = 0;
-    double prompt_s = 0;
-  };
-
-  // Runs a job on the slot (the caller holds mu_): the positions the prompt shares with the
-  // held sequence are kept, the rest evaluated, then the decode loop.
-  Expected<Outcome> run(const Job& job, const std::function<bool(const std::string&)>& on_text) {
-    Outcome o;
-    if (held_.size() != static_cast<size_t>(ex_->n_past())) {  // an earlier request failed part way
-      ex_->reset();
-      held_.clear();
-    }
-    size_t m = 0;
-    const size_t cap = std::min(held_.size(), job.prompt.size() - 1);
-    while (m < cap && held_[m] == job.prompt[m]) ++m;
-    ZENMOE_RETURN_IF_ERROR(ex_->rewind(static_cast<int>(m)));
-    held_.resize(m);
-    o.cached = m;
-    Sampler sampler(job.sampling, ex_->n_vocab());
-    for (int32_t t : job.prompt) sampler.accept(t);
-    std::vector<float> logits(static_cast<size_t>(ex_->n_vocab()));
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::span<const int32_t> rest = std::span<const int32_t>(job.prompt).subspan(m);
-    ZENMOE_RETURN_IF_ERROR(ex_->eval(rest, logits.data(), false));
-    o.prompt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    held_.insert(held_.end(), rest.begin(), rest.end());
-    auto d = decode_loop(*ex_, tk_, sampler, logits, job.limits, on_text);
-    if (!d) return Error{d.error()};
-    held_.insert(held_.end(), d->evaluated.begin(), d->evaluated.end());
-    o.d = std::move(*d);
-    return o;
-  }
-
-  // The generated text as the client sees it: cut where a stop string starts.
-  static std::string visible(const Decoded& d, const DecodeLimits& limits) {
-    size_t cut = d.text.size();
-    for (const std::string& s : limits.stops) cut = std::min(cut, d.text.find(s));
-    return d.text.substr(0, std::min(cut, d.text.size()));
-  }
-
-  static const char* finish_reason(const Decoded& d) {
-    return d.why == StopReason::kLength || d.why == StopReason::kContextFull ? "length" : "stop";
-  }
-
-  json usage(const Job& job, const Outcome& o) const {
-    return {{"prompt_tokens", job.prompt.size()},
-            {"completion_tokens", o.d.generated},
-            {"total_tokens", static_cast<int64_t>(job.prompt.size()) + o.d.generated},
-            {"prompt_tokens_details", {{"cached_tokens", o.cached}}}};
-  }
-  json timings(const Job& job, const Outcome& o) const {
-    const auto evaluated = static_cast<double>(job.prompt.size() - o.cached);
-    return {{"prompt_n", job.prompt.size() - o.cached},
-            {"prompt_ms", o.prompt_s * 1e3},
-            {"prompt_per_second", o.prompt_s > 0 ? evaluated / o.prompt_s : 0.0},
-            {"predicted_n", o.d.evals},
-            {"predicted_ms", o.d.seconds * 1e3},
-            {"predicted_per_second", o.d.seconds > 0 ? static_cast<double>(o.d.evals) / o.d.seconds : 0.0}};
-  }
-
   // One line on stderr per answered request.
-  static void log_request(const std::string& id, const Job& job, const Outcome& o) {
+  static void log_request(const std::string& id, const Job& job, const Session::Outcome& o) {
     const double decode = o.d.seconds > 0 ? static_cast<double>(o.d.evals) / o.d.seconds : 0.0;
     std::fprintf(stderr, "%s: prompt %zu tokens (%zu cached) in %.1f ms | generated %lld tokens, decode %.2f tok/s\n",
                  id.c_str(), job.prompt.size(), o.cached, o.prompt_s * 1e3, static_cast<long long>(o.d.generated), decode);
@@ -395,7 +166,8 @@ class Server {
   }
 
   void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
-    auto parsed = parse(req.body, chat);
+    const json body = json::parse(req.body, nullptr, false);
+    auto parsed = session_.parse(body.is_discarded() ? json() : body, chat);
     if (auto* bad = std::get_if<BadRequest>(&parsed)) {
       send_error(res, bad->status, bad->message);
       return;
@@ -404,15 +176,16 @@ class Server {
     const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++requests_);
     if (!job->stream) {
       std::lock_guard<std::mutex> lock(mu_);
-      auto o = run(*job, [](const std::string&) { return true; });
+      auto o = session_.run(*job, [](const std::string&) { return true; });
       if (!o) {
         send_error(res, 500, o.error());
         return;
       }
       json out = envelope(*job, id, false);
-      out["choices"] = json::array({choice(*job, visible(o->d, job->limits), finish_reason(o->d), false)});
-      out["usage"] = usage(*job, *o);
-      out["timings"] = timings(*job, *o);
+      const std::string text = Session::visible(o->d, job->limits);
+      out["choices"] = json::array({choice(*job, text, Session::finish_reason(o->d), false)});
+      out["usage"] = Session::usage(*job, *o);
+      out["timings"] = Session::timings(*job, *o);
       log_request(id, *job, *o);
       res.set_content(dump(out), "application/json");
       return;
@@ -435,7 +208,7 @@ class Server {
                                          {"finish_reason", nullptr}}});
         open = event(first);
       }
-      auto o = run(*job, [&](const std::string& piece) {
+      auto o = session_.run(*job, [&](const std::string& piece) {
         text += piece;
         size_t hold = 0;  // the longest tail of text that starts a stop string
         for (const std::string& s : job->limits.stops)
@@ -456,11 +229,11 @@ class Server {
       if (!o) {
         event(json{{"error", {{"code", 500}, {"message", o.error()}, {"type", "server_error"}}}});
       } else {
-        const std::string all = visible(o->d, job->limits);
+        const std::string all = Session::visible(o->d, job->limits);
         json last = envelope(*job, id, true);
-        last["choices"] = json::array({choice(*job, all.size() > sent ? all.substr(sent) : "", finish_reason(o->d), true)});
-        last["usage"] = usage(*job, *o);
-        last["timings"] = timings(*job, *o);
+        last["choices"] = json::array({choice(*job, all.size() > sent ? all.substr(sent) : "", Session::finish_reason(o->d), true)});
+        last["usage"] = Session::usage(*job, *o);
+        last["timings"] = Session::timings(*job, *o);
         log_request(id, *job, *o);
         event(last);
       }
@@ -474,14 +247,12 @@ class Server {
   OpenedModel model_;
   tok::Tokenizer tk_;
   std::unique_ptr<Executor> ex_;
+  Session session_;  // used under mu_
   std::string alias_;
   std::string api_key_;  // empty: none needed
-  ChatStyle style_ = ChatStyle::DeepSeekV3;
-  std::string no_chat_;  // why chat requests are refused (empty: they are not)
   int64_t started_ = static_cast<int64_t>(std::time(nullptr));
   std::atomic<int64_t> requests_{0};
-  std::mutex mu_;              // the slot: one request at a time
-  std::vector<int32_t> held_;  // the tokens whose positions the executor holds
+  std::mutex mu_;  // the slot: one request at a time
 };
 
 }  // namespace

@@ -1,0 +1,213 @@
+#include "tools/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <span>
+
+namespace zenmoe::tools {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+namespace {
+
+// Optional fields of the request body, type-checked; absent or null: the default.
+std::optional<BadRequest> read_number(const json& body, const char* key, double lo, double hi, double* out) {
+  if (!body.contains(key) || body[key].is_null()) return std::nullopt;
+  const json& v = body[key];
+  if (!v.is_number()) return BadRequest{400, std::string("'") + key + "' must be a number"};
+  const double d = v.get<double>();
+  if (!(d >= lo && d <= hi))
+    return BadRequest{400, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"};
+  *out = d;
+  return std::nullopt;
+}
+
+std::optional<BadRequest> read_int(const json& body, const char* key, int64_t lo, int64_t hi, int64_t* out) {
+  if (!body.contains(key) || body[key].is_null()) return std::nullopt;
+  const json& v = body[key];
+  if (!v.is_number_integer()) return BadRequest{400, std::string("'") + key + "' must be an integer"};
+  const auto i = v.is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
+                                        : v.get<int64_t>();
+  if (i < lo || i > hi)
+    return BadRequest{400, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"};
+  *out = i;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<BadRequest> read_bool(const json& body, const char* key, bool* out) {
+  if (!body.contains(key) || body[key].is_null()) return std::nullopt;
+  if (!body[key].is_boolean()) return BadRequest{400, std::string("'") + key + "' must be true or false"};
+  *out = body[key].get<bool>();
+  return std::nullopt;
+}
+
+
+Session::Session(const tok::Tokenizer& tk, Executor& ex) : tk_(tk), ex_(&ex) {
+  auto style = detect_chat_style(tk_.chat_template());
+  if (style) style_ = *style;
+  else no_chat_ = style.error();
+}
+
+std::variant<Job, BadRequest> Session::parse(const json& body, bool chat) const {
+  if (!body.is_object()) return BadRequest{400, "the body is not a JSON object"};
+  Job job;
+  job.chat = chat;
+  std::string rendered;
+  bool ids = false;  // the prompt came as token ids
+  if (chat) {
+    if (!no_chat_.empty()) return BadRequest{400, "this model has no chat format: " + no_chat_};
+    if (!body.contains("messages") || !body["messages"].is_array() || body["messages"].empty())
+      return BadRequest{400, "'messages' must be a non-empty array"};
+    std::vector<ChatMessage> msgs;
+    for (const json& m : body["messages"]) {
+      if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content"))
+        return BadRequest{400, "each message needs a string 'role' and a 'content'"};
+      // The content: a string, or an array of parts of which the text ones are joined.
+      const json& c = m["content"];
+      std::string content;
+      if (c.is_string()) {
+        content = c.get<std::string>();
+      } else if (c.is_array()) {
+        for (const json& part : c) {
+          if (!part.is_object() || !part.contains("type") || part["type"] != "text") continue;
+          if (!part.contains("text") || !part["text"].is_string())
+            return BadRequest{400, "a text part of a message's content needs a string 'text'"};
+          content += part["text"].get<std::string>();
+        }
+      } else {
+        return BadRequest{400, "a message's 'content' must be a string or an array of parts"};
+      }
+      msgs.push_back({m["role"].get<std::string>(), std::move(content)});
+    }
+    auto formatted = format_chat(style_, msgs, true);
+    if (!formatted) return BadRequest{400, formatted.error()};
+    rendered = std::move(*formatted);
+  } else {
+    // A string, or token ids as they are (no BOS added).
+    const json* prompt = body.contains("prompt") ? &body["prompt"] : nullptr;
+    if (prompt != nullptr && prompt->is_array()) {
+      ids = true;
+      for (const json& t : *prompt) {
+        if (!t.is_number_integer()) return BadRequest{400, "'prompt' must be a string or an array of token ids"};
+        const auto id = t.get<int64_t>();
+        if (id < 0 || id >= ex_->n_vocab())
+          return BadRequest{400, "prompt token " + std::to_string(id) + " is outside the model's vocabulary"};
+        job.prompt.push_back(static_cast<int32_t>(id));
+      }
+    } else if (prompt != nullptr && prompt->is_string()) {
+      rendered = prompt->get<std::string>();
+    } else {
+      return BadRequest{400, "'prompt' must be a string or an array of token ids"};
+    }
+  }
+  if (!ids) job.prompt = tk_.encode(rendered, /*add_special=*/true, /*parse_special=*/true);
+  if (job.prompt.empty()) return BadRequest{400, "the prompt gives no tokens"};
+  if (job.prompt.size() > static_cast<size_t>(ex_->n_ctx()))
+    return BadRequest{400, "the prompt has " + std::to_string(job.prompt.size()) +
+                               " tokens, more than the context size " + std::to_string(ex_->n_ctx())};
+  for (int32_t t : job.prompt)
+    if (t < 0 || t >= ex_->n_vocab())
+      return BadRequest{400, "prompt token " + std::to_string(t) + " is outside the model's vocabulary"};
+
+  int64_t max_tokens = -1, top_k = 40, last_n = 64, seed = -1, n_choices = 1;
+  double temp = 0.8, top_p = 0.95, min_p = 0.05, penalty = 1.0;
+  bool ignore_eos = false;
+  for (auto bad : {read_int(body, "max_tokens", -1, INT32_MAX, &max_tokens),
+                   read_int(body, "max_completion_tokens", -1, INT32_MAX, &max_tokens),
+                   read_int(body, "n_predict", -1, INT32_MAX, &max_tokens),
+                   read_int(body, "top_k", -1, 1 << 30, &top_k),
+                   read_int(body, "repeat_last_n", 0, 1 << 30, &last_n),
+                   read_int(body, "seed", -1, INT64_MAX, &seed), read_int(body, "n", 1, 1, &n_choices),
+                   read_number(body, "temperature", -1e9, 1e9, &temp),
+                   read_number(body, "top_p", 0.0, 1.0, &top_p),
+                   read_number(body, "min_p", 0.0, 1.0, &min_p),
+                   read_number(body, "repeat_penalty", 1e-6, 1e6, &penalty),
+                   read_bool(body, "stream", &job.stream), read_bool(body, "ignore_eos", &ignore_eos)})
+    if (bad) return *bad;
+  if (body.contains("stop") && !body["stop"].is_null()) {
+    const json& s = body["stop"];
+    if (s.is_string()) {
+      job.limits.stops.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      for (const json& x : s) {
+        if (!x.is_string()) return BadRequest{400, "'stop' must be a string or an array of strings"};
+        job.limits.stops.push_back(x.get<std::string>());
+      }
+    } else {
+      return BadRequest{400, "'stop' must be a string or an array of strings"};
+    }
+    for (const std::string& x : job.limits.stops)
+      if (x.empty()) return BadRequest{400, "'stop' strings must not be empty"};
+  }
+  job.limits.n_predict = max_tokens;
+  job.limits.ignore_eos = ignore_eos;
+  job.sampling.temp = static_cast<float>(temp);
+  job.sampling.top_k = static_cast<int>(top_k);
+  job.sampling.top_p = static_cast<float>(top_p);
+  job.sampling.min_p = static_cast<float>(min_p);
+  job.sampling.repeat_penalty = static_cast<float>(penalty);
+  job.sampling.repeat_last_n = static_cast<int>(last_n);
+  job.sampling.seed =
+      seed >= 0 ? static_cast<uint64_t>(seed) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  if (Status st = check_sampler_params(job.sampling); !st) return BadRequest{400, st.message()};
+  return job;
+}
+
+Expected<Session::Outcome> Session::run(const Job& job, const std::function<bool(const std::string&)>& on_text) {
+  Outcome o;
+  if (held_.size() != static_cast<size_t>(ex_->n_past())) {  // an earlier request failed part way
+    ex_->reset();
+    held_.clear();
+  }
+  size_t m = 0;
+  const size_t cap = std::min(held_.size(), job.prompt.size() - 1);
+  while (m < cap && held_[m] == job.prompt[m]) ++m;
+  ZENMOE_RETURN_IF_ERROR(ex_->rewind(static_cast<int>(m)));
+  held_.resize(m);
+  o.cached = m;
+  Sampler sampler(job.sampling, ex_->n_vocab());
+  for (int32_t t : job.prompt) sampler.accept(t);
+  std::vector<float> logits(static_cast<size_t>(ex_->n_vocab()));
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::span<const int32_t> rest = std::span<const int32_t>(job.prompt).subspan(m);
+  ZENMOE_RETURN_IF_ERROR(ex_->eval(rest, logits.data(), false));
+  o.prompt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  held_.insert(held_.end(), rest.begin(), rest.end());
+  auto d = decode_loop(*ex_, tk_, sampler, logits, job.limits, on_text);
+  if (!d) return Error{d.error()};
+  held_.insert(held_.end(), d->evaluated.begin(), d->evaluated.end());
+  o.d = std::move(*d);
+  return o;
+}
+
+std::string Session::visible(const Decoded& d, const DecodeLimits& limits) {
+  size_t cut = d.text.size();
+  for (const std::string& s : limits.stops) cut = std::min(cut, d.text.find(s));
+  return d.text.substr(0, std::min(cut, d.text.size()));
+}
+
+const char* Session::finish_reason(const Decoded& d) {
+  return d.why == StopReason::kLength || d.why == StopReason::kContextFull ? "length" : "stop";
+}
+
+json Session::usage(const Job& job, const Outcome& o) {
+  return {{"prompt_tokens", job.prompt.size()},
+          {"completion_tokens", o.d.generated},
+          {"total_tokens", static_cast<int64_t>(job.prompt.size()) + o.d.generated},
+          {"prompt_tokens_details", {{"cached_tokens", o.cached}}}};
+}
+json Session::timings(const Job& job, const Outcome& o) {
+  const auto evaluated = static_cast<double>(job.prompt.size() - o.cached);
+  return {{"prompt_n", job.prompt.size() - o.cached},
+          {"prompt_ms", o.prompt_s * 1e3},
+          {"prompt_per_second", o.prompt_s > 0 ? evaluated / o.prompt_s : 0.0},
+          {"predicted_n", o.d.evals},
+          {"predicted_ms", o.d.seconds * 1e3},
+          {"predicted_per_second", o.d.seconds > 0 ? static_cast<double>(o.d.evals) / o.d.seconds : 0.0}};
+}
+
+
+}  // namespace zenmoe::tools

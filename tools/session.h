@@ -1,0 +1,86 @@
+// One sequence slot behind the request front ends (`serve`, `batch`): a request body (the JSON
+// of OpenAI's completion and chat completion requests) read into a job, and jobs run one
+// after another on one executor, each keeping the cache positions its prompt shares with the
+// sequence the slot holds (the previous job's prompt and reply) and evaluating only the rest.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "runtime/chat.h"
+#include "runtime/executor.h"
+#include "runtime/sampler.h"
+#include "runtime/tokenizer.h"
+#include "tools/generate.h"
+
+namespace zenmoe::tools {
+
+using json = nlohmann::json;
+
+// A request refused: the HTTP status and the message of its JSON error object.
+struct BadRequest {
+  int status = 400;
+  std::string message;
+};
+
+// What one request asks for.
+struct Job {
+  bool chat = false;
+  bool stream = false;
+  std::vector<int32_t> prompt;
+  DecodeLimits limits;
+  SamplerParams sampling;
+};
+
+// Generated text may hold bytes that are not UTF-8 (a token cut inside a character): replaced.
+std::string dump(const json& j);
+
+// An optional boolean field of a request body, type-checked; absent or null: *out unchanged.
+std::optional<BadRequest> read_bool(const json& body, const char* key, bool* out);
+
+class Session {
+ public:
+  // Both must outlive the session; chat jobs need the tokenizer's chat template.
+  Session(const tok::Tokenizer& tk, Executor& ex);
+
+  // A request body read into a job (`chat`: a chat completion, else a completion), or why not.
+  // Sampling defaults are llama.cpp's; max_tokens defaults to no limit.
+  std::variant<Job, BadRequest> parse(const json& body, bool chat) const;
+
+  // The figures of a finished job.
+  struct Outcome {
+    Decoded d;
+    size_t cached = 0;    // prompt positions kept from the held sequence
+    double prompt_s = 0;  // evaluating the rest of the prompt
+  };
+  // Runs a job (callers take turns): the held positions the prompt starts with are kept, at
+  // most all but its last token, the rest evaluated, then the decode loop streams through
+  // on_text (false: stop).
+  Expected<Outcome> run(const Job& job, const std::function<bool(const std::string&)>& on_text);
+
+  // The generated text as the client sees it: cut where a stop string starts.
+  static std::string visible(const Decoded& d, const DecodeLimits& limits);
+  // OpenAI's finish_reason: "length" (max_tokens or the context), else "stop".
+  static const char* finish_reason(const Decoded& d);
+  // OpenAI's usage object (with prompt_tokens_details.cached_tokens) and llama.cpp's timings.
+  static json usage(const Job& job, const Outcome& o);
+  static json timings(const Job& job, const Outcome& o);
+
+  int n_ctx() const { return ex_->n_ctx(); }
+  int n_vocab() const { return ex_->n_vocab(); }
+  const tok::Tokenizer& tokenizer() const { return tk_; }
+
+ private:
+  const tok::Tokenizer& tk_;
+  Executor* ex_;
+  ChatStyle style_ = ChatStyle::DeepSeekV3;
+  std::string no_chat_;        // why chat jobs are refused (empty: they are not)
+  std::vector<int32_t> held_;  // the tokens whose positions the executor holds
+};
+
+}  // namespace zenmoe::tools
