@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "runtime/temp_files.h"
-#include "runtime/thread_pool.h"
 #include "runtime/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -25,16 +24,9 @@
 namespace zenmoe::tools {
 namespace {
 
-const std::vector<FlagSpec> kFlags = with_engine_flags({
-    {"model", "m", true, "model file (.gguf, first part of a split model, or a .zplan from zenmoe compile)"},
+const std::vector<FlagSpec> kFlags = with_session_flags({
     {"input", "i", true, "requests, one JSON object per line ('-': standard input)"},
     {"output", "o", true, "answers, one JSON object per line (default: standard output, as each is done)"},
-    {"threads", "t", true, "threads (default: one per core this process may use)"},
-    {"ctx-size", "c", true, "context size in tokens (default 4096, at most the model's)"},
-    {"cache-type-k", "ctk", true, "KV cache type: f16 (default), f32, bf16 or q8_0"},
-    {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
-    {"ref", "", false, "force the scalar reference executor"},
-    {"help", "h", false, "show this help"},
 });
 
 // Where answer lines go: standard output, a line at a time, or a temporary beside the output
@@ -133,16 +125,7 @@ int cmd_batch(int argc, char** argv, int first) {
     return 0;
   }
   if (!args->positionals().empty()) return fail("unexpected argument '" + args->positionals()[0] + "'");
-  if (!args->has("model")) return fail("missing -m MODEL (try zenmoe batch --help)");
   if (!args->has("input")) return fail("missing -i REQUESTS.jsonl");
-  auto ctx = args->get_int("ctx-size", 4096, 1, 1 << 24);
-  auto threads = args->get_int("threads", args->has("threads") ? 1 : default_thread_count(), 1, 1024);
-  for (const Status& st : {ctx.status(), threads.status()})
-    if (!st) return fail(st.message());
-  auto kv = kv_cache_type(args->get("cache-type-k"), args->get("cache-type-v"));
-  if (!kv) return fail(kv.error());
-  auto ef = parse_engine_flags(*args);
-  if (!ef) return fail(ef.error());
   const std::string input = args->get("input");
   std::ifstream file;
   if (input != "-") {
@@ -151,18 +134,9 @@ int cmd_batch(int argc, char** argv, int first) {
   }
   std::istream& in = input == "-" ? std::cin : file;
 
-  auto model = open_model(args->get("model"), ef->load);
-  if (!model) return fail(model.error());
-  auto tk = tok::Tokenizer::from_metadata(model->gguf.metadata());
-  if (!tk) return fail(tk.error());
-  ExecutorOptions eo;
-  eo.n_ctx = context_size(model->gguf, static_cast<int>(*ctx), args->has("ctx-size"));
-  eo.n_threads = static_cast<int>(*threads);
-  ef->apply(eo);
-  eo.kv_type = *kv;
-  auto ex = make_engine(*model, eo, args->has("ref") ? Engine::Reference : Engine::Best);
-  if (!ex) return fail(ex.error());
-  Session session(*tk, **ex);
+  auto loaded = load_session_model(*args, "batch");
+  if (!loaded) return fail(loaded.error());
+  Session session(*(*loaded)->tk, *(*loaded)->ex);
 
   Sink sink;
   if (Status st = sink.open(args->get("output")); !st) return fail(st.message());

@@ -24,7 +24,6 @@
 #include <vector>
 
 #include "runtime/executor.h"
-#include "runtime/thread_pool.h"
 #include "runtime/tokenizer.h"
 #include "tools/args.h"
 #include "tools/commands.h"
@@ -34,18 +33,11 @@
 namespace zenmoe::tools {
 namespace {
 
-const std::vector<FlagSpec> kFlags = with_engine_flags({
-    {"model", "m", true, "model file (.gguf, first part of a split model, or a .zplan from zenmoe compile)"},
+const std::vector<FlagSpec> kFlags = with_session_flags({
     {"host", "", true, "address to listen on (default 127.0.0.1)"},
     {"port", "", true, "port to listen on (default 8080; 0: a free one, printed at start)"},
     {"alias", "a", true, "the model's name in responses (default: the model file's name)"},
     {"api-key", "", true, "answer only requests with the header 'Authorization: Bearer KEY' (GET /health excepted)"},
-    {"threads", "t", true, "threads (default: one per core this process may use)"},
-    {"ctx-size", "c", true, "context size in tokens (default 4096, at most the model's)"},
-    {"cache-type-k", "ctk", true, "KV cache type: f16 (default), f32, bf16 or q8_0"},
-    {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
-    {"ref", "", false, "force the scalar reference executor"},
-    {"help", "h", false, "show this help"},
 });
 
 // Request bodies past this size are refused (413) before they are read: far more text than any
@@ -64,10 +56,10 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
 
 class Server {
  public:
-  Server(OpenedModel model, tok::Tokenizer tk, std::unique_ptr<Executor> ex, std::string alias, std::string api_key)
-      : model_(std::move(model)),
-        tk_(std::move(tk)),
-        ex_(std::move(ex)),
+  Server(std::unique_ptr<SessionModel> m, std::string alias, std::string api_key)
+      : m_(std::move(m)),
+        tk_(*m_->tk),
+        ex_(m_->ex.get()),
         session_(tk_, *ex_),
         alias_(std::move(alias)),
         api_key_(std::move(api_key)) {}
@@ -244,9 +236,9 @@ class Server {
     });
   }
 
-  OpenedModel model_;
-  tok::Tokenizer tk_;
-  std::unique_ptr<Executor> ex_;
+  std::unique_ptr<SessionModel> m_;
+  const tok::Tokenizer& tk_;
+  Executor* ex_;
   Session session_;  // used under mu_
   std::string alias_;
   std::string api_key_;  // empty: none needed
@@ -265,30 +257,13 @@ int cmd_serve(int argc, char** argv, int first) {
     return 0;
   }
   if (!args->positionals().empty()) return fail("unexpected argument '" + args->positionals()[0] + "'");
-  if (!args->has("model")) return fail("missing -m MODEL (try zenmoe serve --help)");
   auto port = args->get_int("port", 8080, 0, 65535);
-  auto ctx = args->get_int("ctx-size", 4096, 1, 1 << 24);
-  auto threads = args->get_int("threads", args->has("threads") ? 1 : default_thread_count(), 1, 1024);
-  for (const Status& st : {port.status(), ctx.status(), threads.status()})
-    if (!st) return fail(st.message());
+  if (!port) return fail(port.error());
   if (args->has("api-key") && args->get("api-key").empty()) return fail("--api-key is empty");
-  auto kv = kv_cache_type(args->get("cache-type-k"), args->get("cache-type-v"));
-  if (!kv) return fail(kv.error());
-  auto ef = parse_engine_flags(*args);
-  if (!ef) return fail(ef.error());
+  auto loaded = load_session_model(*args, "serve");
+  if (!loaded) return fail(loaded.error());
+  const int n_ctx = (*loaded)->ex->n_ctx();
   const std::string path = args->get("model");
-  auto model = open_model(path, ef->load);
-  if (!model) return fail(model.error());
-  auto tk = tok::Tokenizer::from_metadata(model->gguf.metadata());
-  if (!tk) return fail(tk.error());
-  const int n_ctx = context_size(model->gguf, static_cast<int>(*ctx), args->has("ctx-size"));
-  ExecutorOptions eo;
-  eo.n_ctx = n_ctx;
-  eo.n_threads = static_cast<int>(*threads);
-  ef->apply(eo);
-  eo.kv_type = *kv;
-  auto ex = make_engine(*model, eo, args->has("ref") ? Engine::Reference : Engine::Best);
-  if (!ex) return fail(ex.error());
   const std::string alias = args->has("alias") ? args->get("alias") : std::filesystem::path(path).filename().string();
 
   // SIGINT and SIGTERM stop the server: blocked in every thread, taken by one that waits.
@@ -298,7 +273,7 @@ int cmd_serve(int argc, char** argv, int first) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  Server server(std::move(*model), std::move(*tk), std::move(*ex), alias, args->get("api-key"));
+  Server server(std::move(*loaded), alias, args->get("api-key"));
   httplib::Server svr;
   svr.set_payload_max_length(kMaxBody);
   // SO_REUSEADDR only: the library's default adds SO_REUSEPORT, with which a second server on a

@@ -5,6 +5,8 @@
 #include <random>
 #include <span>
 
+#include "runtime/thread_pool.h"
+
 namespace zenmoe::tools {
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -44,6 +46,50 @@ std::optional<BadRequest> read_bool(const json& body, const char* key, bool* out
   return std::nullopt;
 }
 
+
+std::vector<FlagSpec> with_session_flags(std::vector<FlagSpec> own) {
+  std::vector<FlagSpec> flags = {
+      {"model", "m", true, "model file (.gguf, first part of a split model, or a .zplan from zenmoe compile)"}};
+  flags.insert(flags.end(), own.begin(), own.end());
+  const std::vector<FlagSpec> common = {
+      {"threads", "t", true, "threads (default: one per core this process may use)"},
+      {"ctx-size", "c", true, "context size in tokens (default 4096, at most the model's)"},
+      {"cache-type-k", "ctk", true, "KV cache type: f16 (default), f32, bf16 or q8_0"},
+      {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
+      {"ref", "", false, "force the scalar reference executor"},
+      {"help", "h", false, "show this help"},
+  };
+  flags.insert(flags.end(), common.begin(), common.end());
+  return with_engine_flags(std::move(flags));
+}
+
+Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const std::string& command) {
+  if (!a.has("model")) return Error{"missing -m MODEL (try zenmoe " + command + " --help)"};
+  auto ctx = a.get_int("ctx-size", 4096, 1, 1 << 24);
+  auto threads = a.get_int("threads", a.has("threads") ? 1 : default_thread_count(), 1, 1024);
+  for (const Status& st : {ctx.status(), threads.status()})
+    if (!st) return Error{st.message()};
+  auto kv = kv_cache_type(a.get("cache-type-k"), a.get("cache-type-v"));
+  if (!kv) return Error{kv.error()};
+  auto ef = parse_engine_flags(a);
+  if (!ef) return Error{ef.error()};
+  auto m = std::make_unique<SessionModel>();
+  auto model = open_model(a.get("model"), ef->load);
+  if (!model) return Error{model.error()};
+  m->model = std::move(*model);
+  auto tk = tok::Tokenizer::from_metadata(m->model.gguf.metadata());
+  if (!tk) return Error{tk.error()};
+  m->tk.emplace(std::move(*tk));
+  ExecutorOptions eo;
+  eo.n_ctx = context_size(m->model.gguf, static_cast<int>(*ctx), a.has("ctx-size"));
+  eo.n_threads = static_cast<int>(*threads);
+  ef->apply(eo);
+  eo.kv_type = *kv;
+  auto ex = make_engine(m->model, eo, a.has("ref") ? Engine::Reference : Engine::Best);
+  if (!ex) return Error{ex.error()};
+  m->ex = std::move(*ex);
+  return m;
+}
 
 Session::Session(const tok::Tokenizer& tk, Executor& ex) : tk_(tk), ex_(&ex) {
   auto style = detect_chat_style(tk_.chat_template());

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -16,6 +17,8 @@
 #include "runtime/executor.h"
 #include "runtime/sampler.h"
 #include "runtime/tokenizer.h"
+#include "tools/args.h"
+#include "tools/engine.h"
 #include "tools/generate.h"
 
 namespace zenmoe::tools {
@@ -42,6 +45,19 @@ std::string dump(const json& j);
 
 // An optional boolean field of a request body, type-checked; absent or null: *out unchanged.
 std::optional<BadRequest> read_bool(const json& body, const char* key, bool* out);
+
+// The flags of the commands that answer requests on one session (serve, batch): -m first,
+// then the command's own, then -t, -c, -ctk, -ctv, --ref, the engine flags and --help.
+std::vector<FlagSpec> with_session_flags(std::vector<FlagSpec> own);
+
+// A model loaded for a session as those flags ask: the file, its tokenizer, an executor.
+struct SessionModel {
+  OpenedModel model;
+  std::optional<tok::Tokenizer> tk;
+  std::unique_ptr<Executor> ex;  // after the model it reads, so destroyed before it
+};
+// Checks the session flags, then loads; `command` names the command in the missing -m error.
+Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const std::string& command);
 
 class Session {
  public:
