@@ -298,10 +298,14 @@ TEST_F(ServeCli, BadRequestsGetJsonErrorsAndTheServerGoesOn) {
   auto get = c.Get("/v1/completions");  // the wrong method
   ASSERT_TRUE(get);
   EXPECT_EQ(get->status, 404);
-  // Still serving.
-  auto [status, ok] = post(port, "/v1/completions", R"({"prompt":"hi","max_tokens":3,"ignore_eos":true,"seed":5})");
+  // Still serving; the next request keeps the positions it shares with this one (fast engine).
+  auto [status, ok] = post(port, "/v1/completions", R"({"prompt":"hi there","max_tokens":3,"ignore_eos":true,"seed":5})");
   EXPECT_EQ(status, 200) << ok.dump();
   EXPECT_EQ(ok["usage"]["completion_tokens"], 3);
+  EXPECT_EQ(ok["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+  auto [status2, more] = post(port, "/v1/completions", R"({"prompt":"hi there you","max_tokens":3,"ignore_eos":true})");
+  EXPECT_EQ(status2, 200) << more.dump();
+  EXPECT_EQ(more["usage"]["prompt_tokens_details"]["cached_tokens"], ok["usage"]["prompt_tokens"]);
 }
 
 // --api-key: requests without the key get 401 (a JSON error), with it they are answered;
