@@ -46,7 +46,6 @@ std::optional<BadRequest> read_bool(const json& body, const char* key, bool* out
   return std::nullopt;
 }
 
-
 std::vector<FlagSpec> with_session_flags(std::vector<FlagSpec> own) {
   std::vector<FlagSpec> flags = {
       {"model", "m", true, "model file (.gguf, first part of a split model, or a .zplan from zenmoe compile)"}};
@@ -254,6 +253,5 @@ json Session::timings(const Job& job, const Outcome& o) {
           {"predicted_ms", o.d.seconds * 1e3},
           {"predicted_per_second", o.d.seconds > 0 ? static_cast<double>(o.d.evals) / o.d.seconds : 0.0}};
 }
-
 
 }  // namespace zenmoe::tools
