@@ -15,9 +15,9 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
-#include <memory>
 #include <string>
 #include <thread>
 #include <variant>
@@ -52,7 +52,6 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   res.status = status;
   res.set_content(dump(json{{"error", {{"code", status}, {"message", message}, {"type", type}}}}), "application/json");
 }
-
 
 class Server {
  public:
@@ -223,7 +222,8 @@ class Server {
       } else {
         const std::string all = Session::visible(o->d, job->limits);
         json last = envelope(*job, id, true);
-        last["choices"] = json::array({choice(*job, all.size() > sent ? all.substr(sent) : "", Session::finish_reason(o->d), true)});
+        const std::string rest = all.size() > sent ? all.substr(sent) : "";
+        last["choices"] = json::array({choice(*job, rest, Session::finish_reason(o->d), true)});
         last["usage"] = Session::usage(*job, *o);
         last["timings"] = Session::timings(*job, *o);
         log_request(id, *job, *o);

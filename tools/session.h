@@ -40,7 +40,8 @@ struct Job {
   SamplerParams sampling;
 };
 
-// Generated text may hold bytes that are not UTF-8 (a token cut inside a character): replaced.
+// j as compact JSON text; bytes that are not UTF-8 (generated text can cut a character)
+// become U+FFFD.
 std::string dump(const json& j);
 
 // An optional boolean field of a request body, type-checked; absent or null: *out unchanged.
