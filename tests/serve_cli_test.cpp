@@ -412,5 +412,42 @@ TEST_F(ServeCli, BatchAnswersEveryLine) {
   EXPECT_FALSE(fs::exists(missing));
 }
 
+// zenmoe batch --sort: requests run in the order of their prompts' tokens, so the two sharing a
+// beginning follow each other and the second keeps it; answers stay in input order and equal
+// those of the unsorted run (greedy, reference engine).
+TEST_F(ServeCli, BatchSortRunsRequestsSharingABeginningTogether) {
+  const std::string req = R"(,"max_tokens":4,"temperature":0,"ignore_eos":true})";
+  const fs::path in = dir_ / "requests.jsonl";
+  std::ofstream(in) << R"({"prompt":"Once upon a time there was a fox that)" << " ran\"" << req << "\n"
+                    << R"({"prompt":"Quarterly report of the bank:")" << req << "\n"
+                    << R"({"prompt":"Once upon a time there was a fox that)" << " slept\"" << req << "\n";
+  const std::string cmd = "batch -m '" + kModel + "' --ref -i '" + in.string() + "'";
+  const auto plain = zenmoe(cmd);
+  const auto sorted = zenmoe(cmd + " --sort");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  ASSERT_EQ(sorted.status, 0) << sorted.err;
+  const auto parse_lines = [](const std::string& out) {
+    std::vector<json> lines;
+    std::istringstream ss(out);
+    for (std::string l; std::getline(ss, l);) lines.push_back(json::parse(l));
+    return lines;
+  };
+  const std::vector<json> a = parse_lines(plain.out), b = parse_lines(sorted.out);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  int64_t cached_plain = 0, cached_sorted = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(b[i]["line"], static_cast<int>(i + 1));
+    EXPECT_EQ(b[i]["text"], a[i]["text"]) << i;
+    cached_plain += a[i]["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+    cached_sorted += b[i]["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  }
+  // Sorted, the first and third requests run one after the other: the later keeps their shared
+  // beginning.
+  const auto kept = [&](size_t i) { return b[i]["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(); };
+  EXPECT_GT(std::max(kept(0), kept(2)), 5);
+  EXPECT_GT(cached_sorted, cached_plain + 4);
+}
+
 }  // namespace
 }  // namespace zenmoe

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -27,6 +28,9 @@ namespace {
 const std::vector<FlagSpec> kFlags = with_session_flags({
     {"input", "i", true, "requests, one JSON object per line ('-': standard input)"},
     {"output", "o", true, "answers, one JSON object per line (default: standard output, as each is done)"},
+    {"sort", "", false,
+     "run the requests in the order of their prompts' tokens, so those sharing a beginning follow each other "
+     "(answers still in input order, written at the end)"},
 });
 
 // Where answer lines go: standard output, a line at a time, or a temporary beside the output
@@ -77,34 +81,42 @@ struct Totals {
   double prompt_s = 0, decode_s = 0;
 };
 
-// One request line answered: {"line", "id" (when the request has one), "text", "finish_reason",
-// "usage", "timings"}, or {"line", "id", "error"} for a request refused.
-json answer(Session& session, const std::string& text, int64_t line_no, Totals& totals, Status* failure) {
-  json out = {{"line", line_no}};
+// A request line: its answer so far ({"line", "id" when the request has one, and "error" when it
+// is refused}) and, unless refused, the job.
+struct Request {
+  json out;
+  std::optional<Job> job;
+};
+
+Request read_request(const Session& session, const std::string& text, int64_t line_no, Totals& totals) {
+  Request r{json{{"line", line_no}}, std::nullopt};
   const json body = json::parse(text, nullptr, false);
-  if (body.is_object() && body.contains("id")) out["id"] = body["id"];
+  if (body.is_object() && body.contains("id")) r.out["id"] = body["id"];
   const bool chat = body.is_object() && body.contains("messages");
   auto parsed = session.parse(body.is_discarded() ? json() : body, chat);
   if (auto* bad = std::get_if<BadRequest>(&parsed)) {
-    out["error"] = bad->message;
-    ++totals.refused;
-    return out;
+    r.out["error"] = bad->message;
+  } else if (std::get<Job>(parsed).stream) {
+    r.out["error"] = "'stream' has no meaning here";
+  } else {
+    r.job = std::move(std::get<Job>(parsed));
+    return r;
   }
-  const Job& job = std::get<Job>(parsed);
-  if (job.stream) {
-    out["error"] = "'stream' has no meaning here";
-    ++totals.refused;
-    return out;
-  }
+  ++totals.refused;
+  return r;
+}
+
+// Runs a request that was not refused, completing its answer with "text", "finish_reason",
+// "usage" and "timings".
+Status answer(Session& session, Request& r, Totals& totals) {
+  if (!r.job) return Status::ok();
+  const Job& job = *r.job;
   auto o = session.run(job, [](const std::string&) { return true; });
-  if (!o) {
-    *failure = Error{"line " + std::to_string(line_no) + ": " + o.error()};
-    return out;
-  }
-  out["text"] = Session::visible(o->d, job.limits);
-  out["finish_reason"] = Session::finish_reason(o->d);
-  out["usage"] = Session::usage(job, *o);
-  out["timings"] = Session::timings(job, *o);
+  if (!o) return Error{"line " + std::to_string(r.out["line"].get<int64_t>()) + ": " + o.error()};
+  r.out["text"] = Session::visible(o->d, job.limits);
+  r.out["finish_reason"] = Session::finish_reason(o->d);
+  r.out["usage"] = Session::usage(job, *o);
+  r.out["timings"] = Session::timings(job, *o);
   ++totals.answered;
   totals.prompt += static_cast<int64_t>(job.prompt.size());
   totals.cached += static_cast<int64_t>(o->cached);
@@ -112,7 +124,7 @@ json answer(Session& session, const std::string& text, int64_t line_no, Totals& 
   totals.decode_evals += o->d.evals;
   totals.prompt_s += o->prompt_s;
   totals.decode_s += o->d.seconds;
-  return out;
+  return Status::ok();
 }
 
 }  // namespace
@@ -141,15 +153,34 @@ int cmd_batch(int argc, char** argv, int first) {
   Sink sink;
   if (Status st = sink.open(args->get("output")); !st) return fail(st.message());
   Totals totals;
+  const bool sort = args->has("sort");
+  std::vector<Request> all;  // --sort: every request, in input order
   std::string text;
   for (int64_t line_no = 1; std::getline(in, text); ++line_no) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines
-    Status failure = Status::ok();
-    const json out = answer(session, text, line_no, totals, &failure);
-    if (!failure) return fail(failure.message());
-    if (Status st = sink.line(dump(out)); !st) return fail(st.message());
+    Request r = read_request(session, text, line_no, totals);
+    if (sort) {
+      all.push_back(std::move(r));
+      continue;
+    }
+    if (Status st = answer(session, r, totals); !st) return fail(st.message());
+    if (Status st = sink.line(dump(r.out)); !st) return fail(st.message());
   }
   if (in.bad()) return fail("cannot read requests file " + input);
+  if (sort) {
+    // Prompts in token order: those that share a beginning run one after another (the order of
+    // a depth-first walk of their prefix tree), so each shared beginning is evaluated once.
+    std::vector<size_t> order(all.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (!all[a].job || !all[b].job) return all[a].job.has_value() < all[b].job.has_value();
+      return all[a].job->prompt < all[b].job->prompt;
+    });
+    for (size_t i : order)
+      if (Status st = answer(session, all[i], totals); !st) return fail(st.message());
+    for (const Request& r : all)
+      if (Status st = sink.line(dump(r.out)); !st) return fail(st.message());
+  }
   if (Status st = sink.commit(); !st) return fail(st.message());
   std::fprintf(stderr,
                "batch: %lld requests answered, %lld refused | prompt %lld tokens (%lld cached), prefill %s tok/s | "
