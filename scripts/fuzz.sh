@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes the GGUF reader, the plan file reader, the tokenizer and the prompt cache reader:
 # bash scripts/fuzz.sh [SECONDS=60]. SECONDS is the total: two fifths for the GGUF reader, a
-# fifth each for the others. Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the libraries get
-# coverage instrumentation too), writes seed corpora (writer-made files, files built from the
+# fifth each for the others. Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the
+# libraries get coverage instrumentation too), writes seed corpora (writer-made files, files built from the
 # oracle model's metadata, tokenizer vocabularies) under build/fuzz, runs the fuzzers, and
 # fails on any finding. A crashing input is copied to tests/fuzz/regressions/ (GGUF),
 # tests/fuzz/regressions-plan/ (plan), tests/fuzz/regressions-tokenizer/ (tokenizer) or

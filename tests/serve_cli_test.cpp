@@ -273,7 +273,7 @@ TEST_F(ServeCli, BadRequestsGetJsonErrorsAndTheServerGoesOn) {
     EXPECT_EQ(j["error"]["code"], want);
     EXPECT_NE(j["error"]["message"].get<std::string>().find(needle), std::string::npos) << j.dump();
   };
-  expect_error("/v1/completions", "{not json", 400, "not a JSON object");
+  expect_error("/v1/completions", "{not json", 400, "the body is not valid JSON");
   expect_error("/v1/completions", "[1,2]", 400, "not a JSON object");
   expect_error("/v1/completions", R"({"max_tokens":4})", 400, "'prompt' must be a string");
   expect_error("/v1/completions", R"({"prompt":"hi","temperature":"hot"})", 400, "'temperature' must be a number");
@@ -386,7 +386,7 @@ TEST_F(ServeCli, BatchAnswersEveryLine) {
   EXPECT_EQ(lines[1]["line"], 3);
   EXPECT_EQ(lines[1]["id"], 7);
   EXPECT_EQ(lines[1]["usage"]["prompt_tokens_details"]["cached_tokens"], first_prompt);
-  EXPECT_EQ(lines[2]["error"], "the body is not a JSON object");
+  EXPECT_EQ(lines[2]["error"], "the body is not valid JSON");
   EXPECT_NE(lines[3]["error"].get<std::string>().find("no chat format"), std::string::npos);
   EXPECT_EQ(lines[4]["error"], "'stream' has no meaning here");
   EXPECT_TRUE(std::regex_match(batch.err, std::regex(R"(batch: 2 requests answered, 3 refused \| prompt \d+ tokens \()" +

@@ -93,7 +93,7 @@ Request read_request(const Session& session, const std::string& text, int64_t li
   const json body = json::parse(text, nullptr, false);
   if (body.is_object() && body.contains("id")) r.out["id"] = body["id"];
   const bool chat = body.is_object() && body.contains("messages");
-  auto parsed = session.parse(body.is_discarded() ? json() : body, chat);
+  auto parsed = session.parse(body, chat);
   if (auto* bad = std::get_if<BadRequest>(&parsed)) {
     r.out["error"] = bad->message;
   } else if (std::get<Job>(parsed).stream) {

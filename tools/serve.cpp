@@ -158,7 +158,7 @@ class Server {
 
   void handle(const httplib::Request& req, httplib::Response& res, bool chat) {
     const json body = json::parse(req.body, nullptr, false);
-    auto parsed = session_.parse(body.is_discarded() ? json() : body, chat);
+    auto parsed = session_.parse(body, chat);
     if (auto* bad = std::get_if<BadRequest>(&parsed)) {
       send_error(res, bad->status, bad->message);
       return;

@@ -97,6 +97,7 @@ Session::Session(const tok::Tokenizer& tk, Executor& ex) : tk_(tk), ex_(&ex) {
 }
 
 std::variant<Job, BadRequest> Session::parse(const json& body, bool chat) const {
+  if (body.is_discarded()) return BadRequest{400, "the body is not valid JSON"};
   if (!body.is_object()) return BadRequest{400, "the body is not a JSON object"};
   Job job;
   job.chat = chat;

@@ -65,7 +65,8 @@ class Session {
   // Both must outlive the session; chat jobs need the tokenizer's chat template.
   Session(const tok::Tokenizer& tk, Executor& ex);
 
-  // A request body read into a job (`chat`: a chat completion, else a completion), or why not.
+  // A request body (as json::parse(text, nullptr, false) gives it: discarded when the text is not
+  // JSON) read into a job (`chat`: a chat completion, else a completion), or why not.
   // Sampling defaults are llama.cpp's; max_tokens defaults to no limit.
   std::variant<Job, BadRequest> parse(const json& body, bool chat) const;
 
