@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/gguf_internal.h"
 #include "runtime/temp_files.h"
 
 namespace zenmoe {
@@ -136,14 +137,6 @@ struct Head {
   uint32_t n_tokens = 0, zero = 0;
 };
 
-// A name read from a file, fit for an error line: bytes outside printable ASCII become '?'.
-std::string printable(const std::string& s) {
-  std::string out = s;
-  for (char& ch : out)
-    if (ch < 0x20 || ch > 0x7e) ch = '?';
-  return out;
-}
-
 std::string describe(const KvCacheRows& c) {
   return std::string(type_name(c.type)) + " rows of " + std::to_string(c.row_elems);
 }
@@ -225,7 +218,7 @@ Expected<PromptCacheLoad> load_prompt_cache(const std::string& path, uint64_t mo
     ZENMOE_RETURN_IF_ERROR(r.read(&elems, sizeof elems));
     ZENMOE_RETURN_IF_ERROR(r.read(&bytes, sizeof bytes));
     if (name != c.name)
-      return Error{where + ": holds KV cache '" + printable(name) + "' where the model has '" + c.name + "'"};
+      return Error{where + ": holds KV cache '" + gguf::printable(name) + "' where the model has '" + c.name + "'"};
     if (type != static_cast<int32_t>(c.type) || elems != c.row_elems || bytes != c.row_bytes) {
       const GgmlType t = static_cast<GgmlType>(type);
       return Error{where + ": holds KV cache '" + name + "' as " +
