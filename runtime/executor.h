@@ -57,11 +57,20 @@ struct ExecutorOptions {
   // the cache rows a call reads, on Zen 4 every byte up to 4 MiB; 0: none).
   static constexpr int64_t kAttnPrefetchAuto = -1;
   int64_t attn_prefetch_bytes = kAttnPrefetchAuto;
+  // Independent sequences the engine holds, each with its own positions and KV cache rows
+  // (Executor::select_seq, eval_seqs); the fast executor only, others hold one.
+  int n_seq = 1;
 };
 
 // The checks every engine's eval() makes before it runs: a non-empty batch, within the
 // context limit, every id a row of the embedding table (n_rows of them).
 Status check_eval_tokens(std::span<const int32_t> tokens, int n_past, int n_ctx, int64_t n_rows);
+
+class Executor;
+// The checks eval_seqs makes before it runs: as many sequences as tokens, at least one, each a
+// sequence of ex (no two the same) with room for one more position, every id a row of the
+// embedding table (n_rows of them).
+Status check_eval_seqs(const Executor& ex, std::span<const int32_t> tokens, std::span<const int> seqs, int64_t n_rows);
 
 // Node n's key in profiles: its op kind's name, or with kNode "op:name", name being its first
 // output's value name without a leading "blk.N." (e.g. "matmul:q_lat" for every layer's q_lat).
@@ -103,6 +112,18 @@ class Executor {
   // The caller wrote rows [0, n) of every kv_caches() entry (a saved sequence, 0 <= n <=
   // n_ctx()): they are now the sequence, and the next eval starts at n.
   virtual Status restore(int n) = 0;
+  // Sequences (ExecutorOptions::n_seq): the calls above act on the selected one, sequence 0
+  // until select_seq picks another; each keeps its positions while others are selected.
+  virtual int n_seq() const { return 1; }
+  virtual Status select_seq(int s);
+  virtual int selected_seq() const { return 0; }
+  // Positions sequence s holds (n_past() of the selected one).
+  virtual int seq_past(int s) const { return s == 0 ? n_past() : 0; }
+  // One token for each of several distinct sequences, appended at each one's next position in
+  // one pass over the weights (batched decoding); logits [n][n_vocab] in the order given. The
+  // selected sequence stays selected. Checks every token, sequence and context limit before
+  // evaluating any. This default evaluates them one after another.
+  virtual Status eval_seqs(std::span<const int32_t> tokens, std::span<const int> seqs, float* logits);
   // Seconds per op kind (or node: ExecutorOptions::profile_by) accumulated over evals when
   // ExecutorOptions::profile was set, largest first; empty for engines that do not profile.
   virtual std::vector<std::pair<std::string, double>> profile() const { return {}; }

@@ -101,13 +101,14 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
 
 // Rows [i0, i1) of a decode-sized batch, one token's heads at a time, each over the cache rows
 // its token sees.
-void MlaOp::run_decode(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
+void MlaOp::run_decode(int64_t i0, int64_t i1, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc,
+                       const int64_t* row0) const {
   const Tensor &q_lat = *in[0], &q_pe = *in[1], &pos = *in[5], &cache = *in[4];
   for (int64_t i = i0; i < i1;) {
     const int64_t t = i / H_, end = std::min(i1, (t + 1) * H_), m = end - i;
     sc.q.resize(static_cast<size_t>(m * W_));
     gather_queries(q_lat, q_pe, i, end, sc.q.data());
-    decode_rows(m, 0, static_cast<int64_t>(pos.ci32()[t]) + 1, cache, y.f32() + i * R_, sc);
+    decode_rows(m, row0 != nullptr ? row0[t] : 0, static_cast<int64_t>(pos.ci32()[t]) + 1, cache, y.f32() + i * R_, sc);
     i = end;
   }
 }
@@ -228,14 +229,15 @@ void MlaOp::merge(int tid, int nth, Tensor& y) const {
   }
 }
 
-void MlaOp::store(std::span<Tensor* const> in) const {
+void MlaOp::store(std::span<Tensor* const> in, const int64_t* row0) const {
   const Tensor &c = *in[2], &k_pe = *in[3], &pos = *in[5];
   Tensor& cache = *in[4];
   const int64_t R = c.ne[0], r = k_pe.ne[0], W = R + r, T = pos.ne[0];
   for (int64_t t = 0; t < T; ++t) kept_ = std::min<int64_t>(kept_, pos.ci32()[t]);  // rewritten: no longer kept
+  if (row0 != nullptr) kept_ = 0;  // kept keys and values belong to one sequence
   std::vector<float> row;  // Q8_0: one [c | k_pe] row before quantisation
   for (int64_t t = 0; t < T; ++t) {
-    const int64_t p = pos.ci32()[t];
+    const int64_t p = pos.ci32()[t] + (row0 != nullptr ? row0[t] : 0);
     if (kv_ == KvCacheType::Q8_0) {
       row.resize(static_cast<size_t>(W));
       std::memcpy(row.data(), c.cf32() + t * R, static_cast<size_t>(R) * sizeof(float));
@@ -261,7 +263,7 @@ void MlaOp::store(std::span<Tensor* const> in) const {
   }
   // Without the F16 / BF16 kernels every batch runs the SGEMM pair, which reads F32 rows: an F32
   // copy of the stored rows is kept up to date, each row widened once when it is stored.
-  if (sgemm_batch(T))
+  if (sgemm_batch(T) && row0 == nullptr)
     for (int64_t t = 0; t < T; ++t) widen_copy(cache, pos.ci32()[t], pos.ci32()[t] + 1);
 }
 
@@ -338,12 +340,18 @@ static Range causal_rows(const Tensor& pos, int64_t T, int64_t H, int nth, int t
   return {boundary(tid), boundary(tid + 1)};
 }
 
-void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc) const {
+void MlaOp::run(int tid, int nth, std::span<Tensor* const> in, Tensor& y, AttentionScratch& sc,
+                const int64_t* row0) const {
   const int64_t H = in[0]->ne[1], T = in[0]->ne[2];
+  if (row0 != nullptr) {  // each token over its own sequence's rows, shares by the rows they see
+    const Range rows = causal_rows(*in[5], T, H, nth, tid);
+    if (rows.begin < rows.end) run_decode(rows.begin, rows.end, in, y, sc, row0);
+    return;
+  }
   // Decode-sized batches split rows evenly; prompt batches by causal work.
   const Range rows = T <= kMlaGlueMaxTokens ? split_range(T * H, nth, tid) : causal_rows(*in[5], T, H, nth, tid);
   if (rows.begin >= rows.end) return;
-  if (!sgemm_batch(T)) run_decode(rows.begin, rows.end, in, y, sc);
+  if (!sgemm_batch(T)) run_decode(rows.begin, rows.end, in, y, sc, nullptr);
   else if (kv_ == KvCacheType::Q8_0) run_sgemm_q8(rows.begin, rows.end, in, y, sc);
   else run_sgemm(rows.begin, rows.end, in, y, sc);
 }

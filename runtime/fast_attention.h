@@ -94,8 +94,13 @@ class MlaOp {
   // Whether decode-sized batches run on the AMX tile unit instead (runtime/attn_amx.h): an F16
   // or BF16 cache on a target of level amx.
   bool decode_amx() const { return amx_; }
-  // Caller thread: writes this batch's cache rows.
-  void store(std::span<refexec::Tensor* const> in) const;
+  // Caller thread: writes this batch's cache rows. `row0`: a batch of tokens from several
+  // sequences (Executor::eval_seqs), token t's sequence holding cache rows row0[t] .. row0[t] +
+  // pos[t] (its own positions 0 .. pos[t]); null: one sequence, rows 0 .. pos[t].
+  void store(std::span<refexec::Tensor* const> in, const int64_t* row0 = nullptr) const;
+  // Whether batches from several sequences can run (run() with row0): the decode kernels,
+  // which take each token over its own rows, exist for this cache type and target.
+  bool runs_sequences() const { return avx512_; }
   // Cache rows [from, to) were written from outside (a restored prompt cache; from == to after
   // a rewind): keys and values kept from position `from` on are forgotten, and the F32 copy the
   // SGEMM path reads is widened again from those rows.
@@ -119,9 +124,10 @@ class MlaOp {
   // softmax sums and maxima and adds them into y.
   void run_part(int tid, std::span<refexec::Tensor* const> in, AttentionScratch& scratch) const;
   void merge(int tid, int nth, refexec::Tensor& y) const;
-  // Thread `tid` of `nth`: its share of the (token, head) rows.
+  // Thread `tid` of `nth`: its share of the (token, head) rows. `row0` as for store() (then
+  // runs_sequences() must hold): every token runs the decode kernels over its sequence's rows.
   void run(int tid, int nth, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
-           AttentionScratch& scratch) const;
+           AttentionScratch& scratch, const int64_t* row0 = nullptr) const;
 
   // The decompressed form (runtime/fast_mla_full.cpp), for executors that skip the absorbing
   // matmuls around this op: q_nope [dn, H, T] as the first of them reads it (F32 or quantised:
@@ -152,7 +158,7 @@ class MlaOp {
  private:
   // Decode-sized batches: each token's query rows against the cache rows it sees (decode_rows).
   void run_decode(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
-                  AttentionScratch& sc) const;
+                  AttentionScratch& sc, const int64_t* row0) const;
   void run_sgemm(int64_t i0, int64_t i1, std::span<refexec::Tensor* const> in, refexec::Tensor& y,
                  AttentionScratch& sc) const;
   // Q8_0 cache: the SGEMM pair over chunks of widened rows.

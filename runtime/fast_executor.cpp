@@ -108,6 +108,13 @@ class Impl final : public FastExecutor {
   int n_ctx() const override { return n_ctx_; }
   int n_past() const override { return n_past_; }
   Status eval(std::span<const int32_t> tokens, float* logits, bool all_logits) override;
+  int n_seq() const override { return static_cast<int>(seq_past_.size()); }
+  Status select_seq(int s) override;
+  int selected_seq() const override { return seq_; }
+  int seq_past(int s) const override {
+    return s == seq_ ? n_past_ : s >= 0 && s < n_seq() ? seq_past_[static_cast<size_t>(s)] : 0;
+  }
+  Status eval_seqs(std::span<const int32_t> tokens, std::span<const int> seqs, float* logits) override;
   void reset() override { n_past_ = 0; }
   std::vector<KvCacheRows> kv_caches() override { return refexec::kv_cache_rows(cm_->graph, tensors_); }
   Status rewind(int n) override;
@@ -139,6 +146,10 @@ class Impl final : public FastExecutor {
     }
   }
   bool overlaps(int a, int b) const;  // the arena bytes of values a and b intersect
+  // Points every KV cache tensor at sequence s's rows.
+  void point_caches(int s);
+  // Runs the steps over the T tokens and positions already in the inputs.
+  Status run_steps(int64_t T);
   bool decompressed_batch(int64_t T) const;
   void size_for(int64_t T);
   Status run_step(Step& s, int64_t T);
@@ -179,6 +190,16 @@ class Impl final : public FastExecutor {
   std::vector<double> step_seconds_;  // per step of steps_ when profiling
   int tokens_ = -1, positions_ = -1, logits_ = -1;
   int n_vocab_ = 0, n_ctx_ = 0, n_past_ = 0;
+  // Sequences: the selected one (its positions in n_past_), every one's positions as of the
+  // last time it was selected, and the KV cache bytes each holds per state value (0 for
+  // values that are not caches). A batch from several sequences (eval_seqs) runs with the
+  // caches pointed at sequence 0 and seq_rows_[t] the first cache row of token t's sequence.
+  int seq_ = 0;
+  std::vector<int> seq_past_ = {0};
+  std::vector<int64_t> seq_bytes_;
+  std::vector<int64_t> seq_rows_;
+  bool seqs_batch_ = false;  // the running batch is from several sequences
+  bool seqs_native_ = false;  // such batches run in one pass (else one token at a time)
   int64_t n_rows_embd_ = 0;
   bool decompressed_ = false;  // this chunk runs MLA in the decompressed form
   int mla_linked_ = 0, mla_total_ = 0;
@@ -203,6 +224,7 @@ Status Impl::bind_values() {
   int64_t cache_bytes = 0;
   const uint64_t phys = physical_memory_bytes();
   states_.resize(g.values.size());
+  seq_bytes_.assign(g.values.size(), 0);
   for (size_t i = 0; i < g.values.size(); ++i) {
     const ir::Value& v = g.values[i];
     Tensor& t = tensors_[i];
@@ -228,15 +250,19 @@ Status Impl::bind_values() {
                      " elements cannot be kept as " + kv_cache_type_name(opts_.base.kv_type) + " (blocks of 32)"};
       // Anonymous memory reads as zeros and takes pages only as positions are written: a long
       // context costs memory for the positions used, and nothing is cleared up front.
-      const int64_t bytes = row_bytes(t.type, t.ne[0]) * (t.numel() / t.ne[0]);
+      const int64_t per_seq = row_bytes(t.type, t.ne[0]) * (t.numel() / t.ne[0]);
+      const int64_t bytes = per_seq * static_cast<int64_t>(seq_past_.size());
       // Refused here rather than when the positions are written, where the machine would run
       // out of memory part way through a generation.
       if (phys > 0 && static_cast<uint64_t>(cache_bytes + bytes) > phys)
-        return Error{"fast executor: a KV cache of " + std::to_string(n_ctx_) + " positions needs more than " +
+        return Error{"fast executor: a KV cache of " + std::to_string(n_ctx_) + " positions" +
+                     (seq_past_.size() > 1 ? " for each of " + std::to_string(seq_past_.size()) + " sequences" : "") +
+                     " needs more than " +
                      std::to_string(phys >> 20) + " MiB, the machine's memory; use a smaller context (-c)"};
       auto cache = alloc_huge_buffer(static_cast<uint64_t>(bytes), ("KV cache '" + v.name + "'").c_str());
       if (!cache) return Error{"fast executor: " + cache.error()};
       states_[i] = std::move(*cache);
+      seq_bytes_[i] = per_seq;
       cache_bytes += bytes;
       t.data = states_[i].get();
       t.cdata = t.data;
@@ -246,7 +272,9 @@ Status Impl::bind_values() {
     }
   }
   dispatch_.push_back("KV cache: " + std::to_string(cache_bytes) + " bytes for " + std::to_string(n_ctx_) +
-                      " positions (MLA latent rows as " + kv_cache_type_name(opts_.base.kv_type) + ")");
+                      " positions" +
+                      (seq_past_.size() > 1 ? " x " + std::to_string(seq_past_.size()) + " sequences" : "") +
+                      " (MLA latent rows as " + kv_cache_type_name(opts_.base.kv_type) + ")");
   return Status::ok();
 }
 
@@ -532,7 +560,7 @@ void Impl::link_light_warmups() {
 }
 
 bool Impl::decompressed_batch(int64_t T) const {
-  if (mla_linked_ == 0) return false;
+  if (mla_linked_ == 0 || seqs_batch_) return false;
   if (opts_.base.mla_form == MlaForm::kDecompressed) return true;
   for (const Step& s : steps_)
     if (s.kind == StepKind::Mla && s.mla->has_decompressed()) return s.mla->decompressed_pays(T, n_past_);
@@ -545,6 +573,8 @@ Status Impl::init(std::shared_ptr<const CompiledModel> cm, const FastExecutorOpt
   n_ctx_ = o.base.n_ctx;
   if (n_ctx_ < 1) return Error{"fast executor: context size must be at least 1"};
   if (opts_.max_batch < 1) return Error{"fast executor: max batch must be at least 1"};
+  if (o.base.n_seq < 1) return Error{"fast executor: the number of sequences must be at least 1"};
+  seq_past_.assign(static_cast<size_t>(o.base.n_seq), 0);
   opts_.max_batch = std::min(opts_.max_batch, n_ctx_);  // no chunk is longer than the context
   const ir::Graph& g = cm_->graph;
   tokens_ = g.find("tokens");
@@ -567,7 +597,15 @@ Status Impl::init(std::shared_ptr<const CompiledModel> cm, const FastExecutorOpt
   pool_->set_timing(o.base.profile);
   scratch_.resize(static_cast<size_t>(pool_->size()));
   ZENMOE_RETURN_IF_ERROR(bind_values());
-  return build_steps();
+  ZENMOE_RETURN_IF_ERROR(build_steps());
+  // Several sequences in one pass: every cache is an MLA op's, whose decode kernels take each
+  // token over its own rows.
+  seqs_native_ = true;
+  for (size_t i = 0; i < g.values.size(); ++i)
+    if (g.values[i].kind == ir::ValueKind::State && !is_mla_cache(g, static_cast<int>(i))) seqs_native_ = false;
+  for (const Step& s : steps_)
+    if (s.mla && !s.mla->runs_sequences()) seqs_native_ = false;
+  return Status::ok();
 }
 
 void Impl::size_for(int64_t T) {
@@ -668,6 +706,13 @@ Status Impl::run_step(Step& s, int64_t T) {
       pool_->run([&](int tid) { s.mat->run(tid, nth, *s.in[1], *s.out[0]); });
       return Status::ok();
     case StepKind::Mla:
+      if (seqs_batch_) {
+        s.mla->store(s.in, seq_rows_.data());
+        pool_->run([&](int tid) {
+          s.mla->run(tid, nth, s.in, *s.out[0], scratch_[static_cast<size_t>(tid)], seq_rows_.data());
+        });
+        return Status::ok();
+      }
       s.mla->store(s.in);
       if (decompressed_ && s.mla->has_decompressed()) {
         s.mla->prepare_decompressed(T, *s.in[5]);
@@ -701,21 +746,7 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
                 static_cast<size_t>(T) * sizeof(int32_t));
     int32_t* pos = tensors_[static_cast<size_t>(positions_)].i32();
     for (int64_t t = 0; t < T; ++t) pos[t] = n_past_ + static_cast<int32_t>(t);
-    decompressed_ = decompressed_batch(T);
-    decompressed_chunks_ += decompressed_ ? 1 : 0;
-    if (opts_.base.profile) step_seconds_.resize(steps_.size(), 0.0);
-    for (size_t i = 0; i < steps_.size(); ++i) {
-      Step& s = steps_[i];
-      const auto t0 = opts_.base.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      for (const auto& [p, bytes] : s.warm)
-        for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
-      Status st = run_step(s, T);
-      if (!st) return Error{std::string("eval: ") + ir::op_name(s.node->op) + ": " + st.message()};
-      if (opts_.base.profile) {  // a step that ran its partner too: the time is the partner's
-        const size_t at = s.partner >= 0 && steps_[static_cast<size_t>(s.partner)].ran_early ? s.partner : i;
-        step_seconds_[at] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      }
-    }
+    ZENMOE_RETURN_IF_ERROR(run_steps(T));
     n_past_ += static_cast<int>(T);
     const float* y = tensors_[static_cast<size_t>(logits_)].cf32();
     const auto row = static_cast<size_t>(n_vocab_);
@@ -724,6 +755,74 @@ Status Impl::eval(std::span<const int32_t> tokens, float* logits, bool all_logit
     else if (c0 + T == total)
       std::memcpy(logits, y + static_cast<size_t>(T - 1) * row, row * sizeof(float));
   }
+  return Status::ok();
+}
+
+Status Impl::run_steps(int64_t T) {
+  decompressed_ = decompressed_batch(T);
+  decompressed_chunks_ += decompressed_ ? 1 : 0;
+  if (opts_.base.profile) step_seconds_.resize(steps_.size(), 0.0);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    Step& s = steps_[i];
+    const auto t0 = opts_.base.profile ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+    for (const auto& [p, bytes] : s.warm)
+      for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+    Status st = run_step(s, T);
+    if (!st) return Error{std::string("eval: ") + ir::op_name(s.node->op) + ": " + st.message()};
+    if (opts_.base.profile) {  // a step that ran its partner too: the time is the partner's
+      const size_t at = s.partner >= 0 && steps_[static_cast<size_t>(s.partner)].ran_early ? s.partner : i;
+      step_seconds_[at] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  }
+  return Status::ok();
+}
+
+void Impl::point_caches(int s) {
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (seq_bytes_[i] == 0) continue;
+    tensors_[i].data = states_[i].get() + static_cast<int64_t>(s) * seq_bytes_[i];
+    tensors_[i].cdata = tensors_[i].data;
+  }
+}
+
+Status Impl::select_seq(int s) {
+  ZENMOE_RETURN_IF_ERROR(Executor::select_seq(s));
+  if (s == seq_) return Status::ok();
+  seq_past_[static_cast<size_t>(seq_)] = n_past_;
+  seq_ = s;
+  n_past_ = seq_past_[static_cast<size_t>(s)];
+  point_caches(s);
+  // What the attention ops keep of a sequence (decompressed keys, an F32 copy of the rows) is
+  // the other sequence's: made again from this one's rows.
+  for (const Step& st : steps_)
+    if (st.mla) st.mla->rows_replaced(*st.in[4], 0, n_past_);
+  return Status::ok();
+}
+
+Status Impl::eval_seqs(std::span<const int32_t> tokens, std::span<const int> seqs, float* logits) {
+  ZENMOE_RETURN_IF_ERROR(check_eval_seqs(*this, tokens, seqs, n_rows_embd_));
+  const auto T = static_cast<int64_t>(tokens.size());
+  if (!seqs_native_ || T == 1 || T > opts_.max_batch) return Executor::eval_seqs(tokens, seqs, logits);
+  seq_past_[static_cast<size_t>(seq_)] = n_past_;
+  size_for(T);
+  std::memcpy(tensors_[static_cast<size_t>(tokens_)].data, tokens.data(), static_cast<size_t>(T) * sizeof(int32_t));
+  int32_t* pos = tensors_[static_cast<size_t>(positions_)].i32();
+  seq_rows_.resize(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const auto s = static_cast<size_t>(seqs[static_cast<size_t>(t)]);
+    pos[t] = seq_past_[s];
+    seq_rows_[static_cast<size_t>(t)] = static_cast<int64_t>(s) * n_ctx_;
+  }
+  point_caches(0);
+  seqs_batch_ = true;
+  const Status st = run_steps(T);
+  seqs_batch_ = false;
+  point_caches(seq_);
+  if (!st) return st;
+  for (int64_t t = 0; t < T; ++t) ++seq_past_[static_cast<size_t>(seqs[static_cast<size_t>(t)])];
+  n_past_ = seq_past_[static_cast<size_t>(seq_)];
+  const auto row = static_cast<size_t>(n_vocab_);
+  std::memcpy(logits, tensors_[static_cast<size_t>(logits_)].cf32(), static_cast<size_t>(T) * row * sizeof(float));
   return Status::ok();
 }
 

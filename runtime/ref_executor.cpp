@@ -26,6 +26,39 @@ Status check_eval_tokens(std::span<const int32_t> tokens, int n_past, int n_ctx,
   return Status::ok();
 }
 
+Status check_eval_seqs(const Executor& ex, std::span<const int32_t> tokens, std::span<const int> seqs, int64_t n_rows) {
+  if (tokens.empty()) return Error{"eval: no tokens given"};
+  if (tokens.size() != seqs.size())
+    return Error{"eval: " + std::to_string(tokens.size()) + " tokens for " + std::to_string(seqs.size()) + " sequences"};
+  std::vector<bool> seen(static_cast<size_t>(ex.n_seq()), false);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const int s = seqs[i];
+    if (s < 0 || s >= ex.n_seq())
+      return Error{"eval: sequence " + std::to_string(s) + " outside 0.." + std::to_string(ex.n_seq() - 1)};
+    if (seen[static_cast<size_t>(s)]) return Error{"eval: sequence " + std::to_string(s) + " given twice"};
+    seen[static_cast<size_t>(s)] = true;
+    const Status st = check_eval_tokens(tokens.subspan(i, 1), ex.seq_past(s), ex.n_ctx(), n_rows);
+    if (!st) return Error{st.message() + " (sequence " + std::to_string(s) + ")"};
+  }
+  return Status::ok();
+}
+
+Status Executor::select_seq(int s) {
+  if (s < 0 || s >= n_seq())
+    return Error{"sequence " + std::to_string(s) + " outside 0.." + std::to_string(n_seq() - 1)};
+  return Status::ok();
+}
+
+Status Executor::eval_seqs(std::span<const int32_t> tokens, std::span<const int> seqs, float* logits) {
+  ZENMOE_RETURN_IF_ERROR(check_eval_seqs(*this, tokens, seqs, n_vocab()));
+  const int selected = selected_seq();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    ZENMOE_RETURN_IF_ERROR(select_seq(seqs[i]));
+    ZENMOE_RETURN_IF_ERROR(eval(tokens.subspan(i, 1), logits + i * static_cast<size_t>(n_vocab()), false));
+  }
+  return select_seq(selected);
+}
+
 std::string profile_key(const ir::Graph& g, const ir::Node& n, ProfileBy by) {
   std::string key = ir::op_name(n.op);
   if (by == ProfileBy::kOpKind || n.outputs.empty()) return key;
