@@ -449,5 +449,47 @@ TEST_F(ServeCli, BatchSortRunsRequestsSharingABeginningTogether) {
   EXPECT_GT(cached_sorted, cached_plain + 4);
 }
 
+// zenmoe batch --parallel: requests run side by side, one decode batch over all running ones.
+// The three that start together (each in a fresh sequence) answer exactly as each does alone
+// on the fast engine; the two after them take the slots the first to finish free; answers stay
+// in input order; the reference engine, which holds one sequence, is refused with one line.
+TEST_F(ServeCli, BatchParallelRunsRequestsSideBySide) {
+  const std::vector<std::string> prompts = {"The quick brown fox", "Quarterly report of the bank:", "Once upon a time",
+                                            "A list of prime numbers:", "Dear diary,"};
+  const std::vector<int> max_tokens = {3, 9, 6, 5, 4};
+  const fs::path in = dir_ / "requests.jsonl";
+  {
+    std::ofstream f(in);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      f << json{{"id", i}, {"prompt", prompts[i]}, {"max_tokens", max_tokens[i]}, {"temperature", 0}, {"ignore_eos", true}}
+               .dump()
+        << "\n";
+  }
+  const std::string base = "batch -m '" + kModel + "' -t 1 -c 64";
+  const auto par = zenmoe(base + " -np 3 -i '" + in.string() + "'");
+  ASSERT_EQ(par.status, 0) << par.err;
+  std::vector<json> lines;
+  std::istringstream out(par.out);
+  for (std::string l; std::getline(out, l);) lines.push_back(json::parse(l));
+  ASSERT_EQ(lines.size(), prompts.size()) << par.out;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(lines[i]["id"], i);
+    EXPECT_EQ(lines[i]["usage"]["completion_tokens"], max_tokens[i]);
+    EXPECT_EQ(lines[i]["finish_reason"], "length");
+    if (i >= 3) continue;
+    const fs::path one = dir_ / ("one" + std::to_string(i) + ".jsonl");
+    std::ofstream(one) << json{{"prompt", prompts[i]}, {"max_tokens", max_tokens[i]}, {"temperature", 0},
+                               {"ignore_eos", true}}.dump() << "\n";
+    const auto alone = zenmoe(base + " -i '" + one.string() + "'");
+    ASSERT_EQ(alone.status, 0) << alone.err;
+    EXPECT_EQ(lines[i]["text"], json::parse(alone.out)["text"]) << i;
+  }
+  EXPECT_TRUE(std::regex_search(par.err, std::regex(R"(batch: 5 requests answered, 0 refused .* generated 27 tokens)")))
+      << par.err;
+  testing_cli::expect_one_line_error(zenmoe(base + " --ref -np 2 -i '" + in.string() + "'"), "--ref -np 2",
+                                     "needs the fast engine");
+  testing_cli::expect_one_line_error(zenmoe(base + " -np 0 -i '" + in.string() + "'"), "-np 0", "parallel");
+}
+
 }  // namespace
 }  // namespace zenmoe

@@ -2,7 +2,9 @@
 // with "prompt" or chat completion request with "messages") answered one after another by one
 // loaded model, an answer line per request: the model loads once for a night of prompts, and
 // each request keeps the cache positions it shares with the one before (requests sorted so that
-// those sharing a system prompt or document follow each other evaluate it once).
+// those sharing a system prompt or document follow each other evaluate it once). With
+// --parallel N, N requests run side by side, each in its own sequence of the executor, and every
+// decode step evaluates the next token of all of them in one pass over the weights.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -30,7 +32,10 @@ const std::vector<FlagSpec> kFlags = with_session_flags({
     {"output", "o", true, "answers, one JSON object per line (default: standard output, as each is done)"},
     {"sort", "", false,
      "run the requests in the order of their prompts' tokens, so those sharing a beginning follow each other "
-     "(answers still in input order, written at the end)"},
+     "(answers still in input order)"},
+    {"parallel", "np", true,
+     "requests run side by side, each decode step one batch over all of them (default 1; each keeps a KV cache of "
+     "-c positions)"},
 });
 
 // Where answer lines go: standard output, a line at a time, or a temporary beside the output
@@ -106,25 +111,65 @@ Request read_request(const Session& session, const std::string& text, int64_t li
   return r;
 }
 
-// Runs a request that was not refused, completing its answer with "text", "finish_reason",
-// "usage" and "timings".
-Status answer(Session& session, Request& r, Totals& totals) {
-  if (!r.job) return Status::ok();
+// Completes the answer of a request that ran with "text", "finish_reason", "usage" and
+// "timings". Decode time and tokens are added to the totals by the caller.
+void complete(Request& r, const Session::Outcome& o, Totals& totals) {
   const Job& job = *r.job;
-  auto o = session.run(job, [](const std::string&) { return true; });
-  if (!o) return Error{"line " + std::to_string(r.out["line"].get<int64_t>()) + ": " + o.error()};
-  r.out["text"] = Session::visible(o->d, job.limits);
-  r.out["finish_reason"] = Session::finish_reason(o->d);
-  r.out["usage"] = Session::usage(job, *o);
-  r.out["timings"] = Session::timings(job, *o);
+  r.out["text"] = Session::visible(o.d, job.limits);
+  r.out["finish_reason"] = Session::finish_reason(o.d);
+  r.out["usage"] = Session::usage(job, o);
+  r.out["timings"] = Session::timings(job, o);
   ++totals.answered;
   totals.prompt += static_cast<int64_t>(job.prompt.size());
-  totals.cached += static_cast<int64_t>(o->cached);
-  totals.generated += o->d.generated;
+  totals.cached += static_cast<int64_t>(o.cached);
+  totals.generated += o.d.generated;
+  totals.prompt_s += o.prompt_s;
+}
+
+// Runs a request that was not refused on its own.
+Status answer(Session& session, Request& r, Totals& totals) {
+  if (!r.job) return Status::ok();
+  auto o = session.run(*r.job, [](const std::string&) { return true; });
+  if (!o) return Error{"line " + std::to_string(r.out["line"].get<int64_t>()) + ": " + o.error()};
+  complete(r, *o, totals);
   totals.decode_evals += o->d.evals;
-  totals.prompt_s += o->prompt_s;
   totals.decode_s += o->d.seconds;
   return Status::ok();
+}
+
+// Every request read (--sort, --parallel): those not refused run in `order` (indices into all)
+// side by side on the session's sequences; answers go to the sink in input order, each as soon
+// as those before it are written.
+Status answer_all(Session& session, std::vector<Request>& all, const std::vector<size_t>& order, Sink& sink,
+                  Totals& totals) {
+  std::vector<const Job*> jobs;
+  std::vector<size_t> owner;  // jobs[i] is all[owner[i]]'s
+  for (size_t i : order)
+    if (all[i].job) {
+      jobs.push_back(&*all[i].job);
+      owner.push_back(i);
+    }
+  std::vector<bool> ready(all.size());
+  for (size_t i = 0; i < all.size(); ++i) ready[i] = !all[i].job;
+  size_t written = 0;
+  Status sink_status = Status::ok();
+  const auto flush = [&] {
+    for (; written < all.size() && ready[written] && sink_status; ++written) sink_status = sink.line(dump(all[written].out));
+  };
+  flush();
+  Session::StepTotals steps;
+  const Status st = session.run_all(
+      jobs,
+      [&](size_t j, Session::Outcome&& o) {
+        complete(all[owner[j]], o, totals);
+        ready[owner[j]] = true;
+        flush();
+      },
+      &steps);
+  totals.decode_evals += steps.tokens;
+  totals.decode_s += steps.seconds;
+  if (!st) return st;
+  return sink_status;
 }
 
 }  // namespace
@@ -146,20 +191,24 @@ int cmd_batch(int argc, char** argv, int first) {
   }
   std::istream& in = input == "-" ? std::cin : file;
 
-  auto loaded = load_session_model(*args, "batch");
+  auto parallel = args->get_int("parallel", 1, 1, 256);
+  if (!parallel) return fail(parallel.error());
+  if (*parallel > 1 && args->has("ref"))
+    return fail("--parallel " + std::to_string(*parallel) + " needs the fast engine (the reference engine runs one sequence)");
+  auto loaded = load_session_model(*args, "batch", static_cast<int>(*parallel));
   if (!loaded) return fail(loaded.error());
   Session session(*(*loaded)->tk, *(*loaded)->ex);
 
   Sink sink;
   if (Status st = sink.open(args->get("output")); !st) return fail(st.message());
   Totals totals;
-  const bool sort = args->has("sort");
-  std::vector<Request> all;  // --sort: every request, in input order
+  const bool sort = args->has("sort"), read_all = sort || *parallel > 1;
+  std::vector<Request> all;  // --sort, --parallel: every request, in input order
   std::string text;
   for (int64_t line_no = 1; std::getline(in, text); ++line_no) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines
     Request r = read_request(session, text, line_no, totals);
-    if (sort) {
+    if (read_all) {
       all.push_back(std::move(r));
       continue;
     }
@@ -167,29 +216,28 @@ int cmd_batch(int argc, char** argv, int first) {
     if (Status st = sink.line(dump(r.out)); !st) return fail(st.message());
   }
   if (in.bad()) return fail("cannot read requests file " + input);
-  if (sort) {
-    // Prompts in token order: those that share a beginning run one after another (the order of
-    // a depth-first walk of their prefix tree), so each shared beginning is evaluated once.
+  if (read_all) {
     std::vector<size_t> order(all.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      if (!all[a].job || !all[b].job) return all[a].job.has_value() < all[b].job.has_value();
-      return all[a].job->prompt < all[b].job->prompt;
-    });
-    for (size_t i : order)
-      if (Status st = answer(session, all[i], totals); !st) return fail(st.message());
-    for (const Request& r : all)
-      if (Status st = sink.line(dump(r.out)); !st) return fail(st.message());
+    // Prompts in token order: those that share a beginning run one after another (the order of
+    // a depth-first walk of their prefix tree), so each shared beginning is evaluated once.
+    if (sort)
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        if (!all[a].job || !all[b].job) return all[a].job.has_value() < all[b].job.has_value();
+        return all[a].job->prompt < all[b].job->prompt;
+      });
+    if (Status st = answer_all(session, all, order, sink, totals); !st) return fail(st.message());
   }
   if (Status st = sink.commit(); !st) return fail(st.message());
   std::fprintf(stderr,
                "batch: %lld requests answered, %lld refused | prompt %lld tokens (%lld cached), prefill %s tok/s | "
-               "generated %lld tokens, decode %s tok/s\n",
+               "generated %lld tokens, decode %s tok/s%s\n",
                static_cast<long long>(totals.answered), static_cast<long long>(totals.refused),
                static_cast<long long>(totals.prompt), static_cast<long long>(totals.cached),
                rate(static_cast<double>(totals.prompt - totals.cached), totals.prompt_s).c_str(),
                static_cast<long long>(totals.generated),
-               rate(static_cast<double>(totals.decode_evals), totals.decode_s).c_str());
+               rate(static_cast<double>(totals.decode_evals), totals.decode_s).c_str(),
+               *parallel > 1 ? (" (up to " + std::to_string(*parallel) + " sequences a step)").c_str() : "");
   return 0;
 }
 

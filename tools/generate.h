@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,34 @@ std::string rate(double n, double s);
 // Whether the last `added` bytes of `said` complete one of `stops`; the position where that
 // stop text starts goes to *at.
 bool completes_stop(const std::vector<std::string>& stops, const std::string& said, size_t added, size_t* at = nullptr);
+
+// One sequence's decode loop a token at a time, for callers that evaluate the tokens
+// themselves (several sequences in one batch): step() samples from the last evaluated
+// position's logits and streams the text, then says which token to evaluate next, or that the
+// generation is over.
+class Generation {
+ public:
+  // All must outlive the generation; on_text as for decode_loop.
+  Generation(const tok::Tokenizer& tk, Sampler& sampler, const DecodeLimits& limits,
+             std::function<bool(const std::string&)> on_text);
+  // `past`: the positions the sequence holds, of a context of n_ctx. Returns the token to
+  // evaluate next, or nothing when the generation stopped (done() then holds why).
+  std::optional<int32_t> step(const float* logits, int past, int n_ctx);
+  // The token step() returned went through the model, in `seconds`.
+  void evaluated(int32_t token, double seconds);
+  // Once step() returned nothing: the result (the text the stream decoder held back added).
+  Decoded finish();
+
+ private:
+  const tok::Tokenizer& tk_;
+  Sampler& sampler_;
+  const DecodeLimits& limits_;
+  std::function<bool(const std::string&)> on_text_;
+  tok::StreamDecoder dec_;
+  Decoded d_;
+  bool reading_ = true;  // on_text has not asked to stop
+  void out(const std::string& text);
+};
 
 // `logits` holds the last evaluated position's row (n_vocab floats) and is overwritten as the
 // loop goes. on_text receives the text as tokens complete it (UTF-8 held back until whole) and

@@ -62,7 +62,7 @@ std::vector<FlagSpec> with_session_flags(std::vector<FlagSpec> own) {
   return with_engine_flags(std::move(flags));
 }
 
-Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const std::string& command) {
+Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const std::string& command, int n_seq) {
   if (!a.has("model")) return Error{"missing -m MODEL (try zenmoe " + command + " --help)"};
   auto ctx = a.get_int("ctx-size", 4096, 1, 1 << 24);
   auto threads = a.get_int("threads", a.has("threads") ? 1 : default_thread_count(), 1, 1024);
@@ -84,13 +84,15 @@ Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const 
   eo.n_threads = static_cast<int>(*threads);
   ef->apply(eo);
   eo.kv_type = *kv;
+  eo.n_seq = n_seq;
   auto ex = make_engine(m->model, eo, a.has("ref") ? Engine::Reference : Engine::Best);
   if (!ex) return Error{ex.error()};
   m->ex = std::move(*ex);
   return m;
 }
 
-Session::Session(const tok::Tokenizer& tk, Executor& ex) : tk_(tk), ex_(&ex) {
+Session::Session(const tok::Tokenizer& tk, Executor& ex)
+    : tk_(tk), ex_(&ex), held_(static_cast<size_t>(ex.n_seq())) {
   auto style = detect_chat_style(tk_.chat_template());
   if (style) style_ = *style;
   else no_chat_ = style.error();
@@ -202,31 +204,126 @@ std::variant<Job, BadRequest> Session::parse(const json& body, bool chat) const 
   return job;
 }
 
+size_t Session::shared_prefix(int s, const std::vector<int32_t>& prompt) const {
+  const std::vector<int32_t>& held = held_[static_cast<size_t>(s)];
+  size_t m = 0;
+  const size_t cap = std::min(held.size(), prompt.size() - 1);
+  while (m < cap && held[m] == prompt[m]) ++m;
+  return m;
+}
+
+Expected<size_t> Session::keep_prefix(int s, const std::vector<int32_t>& prompt) {
+  ZENMOE_RETURN_IF_ERROR(ex_->select_seq(s));
+  std::vector<int32_t>& held = held_[static_cast<size_t>(s)];
+  if (held.size() != static_cast<size_t>(ex_->n_past())) {  // an earlier request failed part way
+    ex_->reset();
+    held.clear();
+  }
+  const size_t m = shared_prefix(s, prompt);
+  ZENMOE_RETURN_IF_ERROR(ex_->rewind(static_cast<int>(m)));
+  held.resize(m);
+  return m;
+}
+
 Expected<Session::Outcome> Session::run(const Job& job, const std::function<bool(const std::string&)>& on_text) {
   Outcome o;
-  if (held_.size() != static_cast<size_t>(ex_->n_past())) {  // an earlier request failed part way
-    ex_->reset();
-    held_.clear();
-  }
-  size_t m = 0;
-  const size_t cap = std::min(held_.size(), job.prompt.size() - 1);
-  while (m < cap && held_[m] == job.prompt[m]) ++m;
-  ZENMOE_RETURN_IF_ERROR(ex_->rewind(static_cast<int>(m)));
-  held_.resize(m);
-  o.cached = m;
+  auto m = keep_prefix(0, job.prompt);
+  if (!m) return Error{m.error()};
+  o.cached = *m;
   Sampler sampler(job.sampling, ex_->n_vocab());
   for (int32_t t : job.prompt) sampler.accept(t);
   std::vector<float> logits(static_cast<size_t>(ex_->n_vocab()));
   const auto t0 = std::chrono::steady_clock::now();
-  const std::span<const int32_t> rest = std::span<const int32_t>(job.prompt).subspan(m);
+  const std::span<const int32_t> rest = std::span<const int32_t>(job.prompt).subspan(o.cached);
   ZENMOE_RETURN_IF_ERROR(ex_->eval(rest, logits.data(), false));
   o.prompt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  held_.insert(held_.end(), rest.begin(), rest.end());
+  held_[0].insert(held_[0].end(), rest.begin(), rest.end());
   auto d = decode_loop(*ex_, tk_, sampler, logits, job.limits, on_text);
   if (!d) return Error{d.error()};
-  held_.insert(held_.end(), d->evaluated.begin(), d->evaluated.end());
+  held_[0].insert(held_[0].end(), d->evaluated.begin(), d->evaluated.end());
   o.d = std::move(*d);
   return o;
+}
+
+Status Session::run_all(std::span<const Job* const> jobs, const std::function<void(size_t, Outcome&&)>& done,
+                        StepTotals* totals) {
+  struct Slot {
+    size_t job = 0;
+    bool busy = false;
+    std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<Generation> gen;
+    Outcome o;
+    int32_t next = 0;  // the token to evaluate in the next step
+  };
+  const int n = ex_->n_seq();
+  std::vector<Slot> slots(static_cast<size_t>(n));
+  const auto nv = static_cast<size_t>(ex_->n_vocab());
+  std::vector<float> logits(nv * static_cast<size_t>(n));
+  const auto none = [](const std::string&) { return true; };
+  // A job over: its text and figures to done(), the slot free.
+  const auto finish = [&](Slot& sl) {
+    sl.o.d = sl.gen->finish();
+    sl.busy = false;
+    done(sl.job, std::move(sl.o));
+  };
+  size_t next_job = 0;
+  for (;;) {
+    // Free slots take the next jobs; a job whose first step ends it frees its slot at once.
+    for (;;) {
+      int s = -1;
+      size_t best = 0;
+      for (int k = 0; next_job < jobs.size() && k < n; ++k) {
+        if (slots[static_cast<size_t>(k)].busy) continue;
+        const size_t shared = shared_prefix(k, jobs[next_job]->prompt);
+        if (s < 0 || shared > best) s = k, best = shared;
+      }
+      if (s < 0) break;
+      Slot& sl = slots[static_cast<size_t>(s)];
+      const Job& job = *jobs[next_job];
+      sl = Slot{};
+      sl.job = next_job++;
+      auto m = keep_prefix(s, job.prompt);
+      if (!m) return Error{m.error()};
+      sl.o.cached = *m;
+      sl.sampler = std::make_unique<Sampler>(job.sampling, ex_->n_vocab());
+      for (int32_t t : job.prompt) sl.sampler->accept(t);
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::span<const int32_t> rest = std::span<const int32_t>(job.prompt).subspan(*m);
+      ZENMOE_RETURN_IF_ERROR(ex_->eval(rest, logits.data(), false));
+      sl.o.prompt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::vector<int32_t>& held = held_[static_cast<size_t>(s)];
+      held.insert(held.end(), rest.begin(), rest.end());
+      sl.gen = std::make_unique<Generation>(tk_, *sl.sampler, job.limits, none);
+      sl.busy = true;
+      const std::optional<int32_t> first = sl.gen->step(logits.data(), ex_->n_past(), ex_->n_ctx());
+      if (first) sl.next = *first;
+      else finish(sl);
+    }
+    std::vector<int32_t> tokens;
+    std::vector<int> seqs;
+    for (int k = 0; k < n; ++k)
+      if (slots[static_cast<size_t>(k)].busy) {
+        tokens.push_back(slots[static_cast<size_t>(k)].next);
+        seqs.push_back(k);
+      }
+    if (tokens.empty()) return Status::ok();  // every job done
+    const auto t0 = std::chrono::steady_clock::now();
+    ZENMOE_RETURN_IF_ERROR(ex_->eval_seqs(tokens, seqs, logits.data()));
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (totals != nullptr) {
+      ++totals->steps;
+      totals->tokens += static_cast<int64_t>(tokens.size());
+      totals->seconds += secs;
+    }
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Slot& sl = slots[static_cast<size_t>(seqs[i])];
+      held_[static_cast<size_t>(seqs[i])].push_back(tokens[i]);
+      sl.gen->evaluated(tokens[i], secs);
+      const std::optional<int32_t> next = sl.gen->step(logits.data() + i * nv, ex_->seq_past(seqs[i]), ex_->n_ctx());
+      if (next) sl.next = *next;
+      else finish(sl);
+    }
+  }
 }
 
 std::string Session::visible(const Decoded& d, const DecodeLimits& limits) {

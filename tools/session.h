@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -58,7 +59,9 @@ struct SessionModel {
   std::unique_ptr<Executor> ex;  // after the model it reads, so destroyed before it
 };
 // Checks the session flags, then loads; `command` names the command in the missing -m error.
-Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const std::string& command);
+// n_seq: the sequences the executor holds (ExecutorOptions::n_seq; the reference engine holds
+// one whatever is asked).
+Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const std::string& command, int n_seq = 1);
 
 class Session {
  public:
@@ -76,10 +79,24 @@ class Session {
     size_t cached = 0;    // prompt positions kept from the held sequence
     double prompt_s = 0;  // evaluating the rest of the prompt
   };
-  // Runs a job (callers take turns): the held positions the prompt starts with are kept, at
-  // most all but its last token, the rest evaluated, then the decode loop streams through
-  // on_text (false: stop).
+  // Runs a job on sequence 0 (callers take turns): the held positions the prompt starts with
+  // are kept, at most all but its last token, the rest evaluated, then the decode loop streams
+  // through on_text (false: stop).
   Expected<Outcome> run(const Job& job, const std::function<bool(const std::string&)>& on_text);
+
+  // What run_all's decode steps did, over all jobs.
+  struct StepTotals {
+    int64_t steps = 0, tokens = 0;  // batches evaluated, tokens in them
+    double seconds = 0;
+  };
+  // Runs jobs side by side, one per sequence of the executor (slots: Executor::n_seq()), taking
+  // them in the order given as slots free up: a free slot (the one whose held sequence shares
+  // the most of the prompt) keeps the positions the prompt shares with it and evaluates the
+  // rest, and every decode step then evaluates the next token of every running job in one batch
+  // (Executor::eval_seqs). Each job's Outcome counts the steps it took part in (their whole
+  // time as its decode time). done(i, outcome) as job i finishes; stops at an executor error.
+  Status run_all(std::span<const Job* const> jobs, const std::function<void(size_t, Outcome&&)>& done,
+                 StepTotals* totals = nullptr);
 
   // The generated text as the client sees it: cut where a stop string starts.
   static std::string visible(const Decoded& d, const DecodeLimits& limits);
@@ -98,7 +115,12 @@ class Session {
   Executor* ex_;
   ChatStyle style_ = ChatStyle::DeepSeekV3;
   std::string no_chat_;        // why chat jobs are refused (empty: they are not)
-  std::vector<int32_t> held_;  // the tokens whose positions the executor holds
+  // Per sequence, the tokens whose positions the executor holds.
+  std::vector<std::vector<int32_t>> held_;
+  // Selects sequence s and keeps the positions `prompt` shares with it (at most all but its last
+  // token); returns how many.
+  Expected<size_t> keep_prefix(int s, const std::vector<int32_t>& prompt);
+  size_t shared_prefix(int s, const std::vector<int32_t>& prompt) const;
 };
 
 }  // namespace zenmoe::tools
