@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <filesystem>
@@ -357,6 +358,46 @@ TEST_F(ServeCli, BadFlagsAreOneErrorLine) {
   EXPECT_FALSE(second.start("-m '" + kModel + "' -t 1", dir_, &log, server.port())) << log;
   EXPECT_EQ(second.exit_status(), 1);
   EXPECT_EQ(log, "zenmoe: cannot listen on 127.0.0.1:" + std::to_string(server.port()) + "\n");
+}
+
+// --parallel: requests sent at once run side by side (one decode batch over all of them on the
+// fast engine) and each answers as `zenmoe run` does for it alone, streamed or not.
+TEST_F(ServeCli, ParallelRequestsAnswerAsEachDoesAlone) {
+  ServerProcess server;
+  std::string log;
+  ASSERT_TRUE(server.start("-m '" + kModel + "' -t 1 -c 128 -np 3", dir_, &log)) << log;
+  const std::vector<std::string> prompts = {"The quick brown fox", "Dear diary,", "Once upon a time"};
+  const std::vector<int> max_tokens = {5, 12, 8};
+  std::vector<std::string> texts(prompts.size());
+  {
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < prompts.size(); ++i)
+      clients.emplace_back([&, i] {
+        const json body = {{"prompt", prompts[i]}, {"max_tokens", max_tokens[i]}, {"temperature", 0},
+                           {"ignore_eos", true}, {"stream", i == 1}};
+        if (i == 1) {
+          std::string finish;
+          texts[i] = joined(post_stream(server.port(), "/v1/completions", body.dump()), false, &finish);
+          EXPECT_EQ(finish, "length");
+          return;
+        }
+        const auto [status, j] = post(server.port(), "/v1/completions", body.dump());
+        EXPECT_EQ(status, 200) << j.dump();
+        if (status == 200) texts[i] = j["choices"][0]["text"].get<std::string>();
+      });
+    for (std::thread& c : clients) c.join();
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const auto run = zenmoe("run -m '" + kModel + "' -t 1 -c 128 -p '" + prompts[i] + "' -n " +
+                            std::to_string(max_tokens[i]) + " --temp 0 --ignore-eos");
+    ASSERT_EQ(run.status, 0) << run.err;
+    EXPECT_EQ(texts[i], run.out) << prompts[i];
+  }
+  EXPECT_EQ(server.stop(), 0);
+  const std::string all = server.log();
+  EXPECT_EQ(std::count(all.begin(), all.end(), '\n'), 4) << all;  // the banner and one line per request
+  testing_cli::expect_one_line_error(zenmoe("serve -m '" + kModel + "' --ref -np 2 --port 0"), "serve --ref -np 2",
+                                     "needs the fast engine");
 }
 
 // zenmoe batch: an answer line per request line (blank lines skipped), the same answers as

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -142,30 +143,33 @@ Status answer(Session& session, Request& r, Totals& totals) {
 // as those before it are written.
 Status answer_all(Session& session, std::vector<Request>& all, const std::vector<size_t>& order, Sink& sink,
                   Totals& totals) {
-  std::vector<const Job*> jobs;
-  std::vector<size_t> owner;  // jobs[i] is all[owner[i]]'s
-  for (size_t i : order)
-    if (all[i].job) {
-      jobs.push_back(&*all[i].job);
-      owner.push_back(i);
-    }
+  std::map<const Job*, size_t> owner;  // a job's request
+  for (size_t i = 0; i < all.size(); ++i)
+    if (all[i].job) owner[&*all[i].job] = i;
   std::vector<bool> ready(all.size());
   for (size_t i = 0; i < all.size(); ++i) ready[i] = !all[i].job;
-  size_t written = 0;
+  size_t written = 0, taken = 0;
   Status sink_status = Status::ok();
   const auto flush = [&] {
     for (; written < all.size() && ready[written] && sink_status; ++written) sink_status = sink.line(dump(all[written].out));
   };
   flush();
   Session::StepTotals steps;
-  const Status st = session.run_all(
-      jobs,
-      [&](size_t j, Session::Outcome&& o) {
-        complete(all[owner[j]], o, totals);
-        ready[owner[j]] = true;
-        flush();
-      },
-      &steps);
+  Session::JobFeed feed;
+  feed.next = [&]() -> const Job* {
+    if (!sink_status) return nullptr;  // the answers cannot be written: start no more
+    while (taken < order.size() && !all[order[taken]].job) ++taken;
+    return taken < order.size() ? &*all[order[taken++]].job : nullptr;
+  };
+  feed.on_text = [](const Job*, const std::string&) { return true; };
+  feed.done = [&](const Job* job, Expected<Session::Outcome>&& o) {
+    if (!o) return;  // the batch stops with the error run_all returns
+    const size_t i = owner.at(job);
+    complete(all[i], *o, totals);
+    ready[i] = true;
+    flush();
+  };
+  const Status st = session.run_all(feed, &steps);
   totals.decode_evals += steps.tokens;
   totals.decode_s += steps.seconds;
   if (!st) return st;

@@ -1,7 +1,8 @@
-// `zenmoe serve`: an OpenAI-compatible HTTP server over one model and one sequence slot.
+// `zenmoe serve`: an OpenAI-compatible HTTP server over one model.
 // POST /v1/completions and /v1/chat/completions (streamed as server-sent events with
-// "stream": true), GET /v1/models and /health. Requests take turns on the slot; each one keeps
-// the cache positions its prompt shares with the sequence the slot holds (the previous
+// "stream": true), GET /v1/models and /health. Requests wait for one of --parallel sequence
+// slots (one engine thread runs them all, every decode step one batch over the running ones);
+// each keeps the cache positions its prompt shares with the sequence its slot holds (an earlier
 // request's prompt and reply) and evaluates only the rest, so requests sharing a long system
 // prompt or document pay for it once (usage.prompt_tokens_details.cached_tokens says how many).
 // Bad requests get a JSON error object and a 4xx status; the server keeps running.
@@ -12,9 +13,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -38,6 +42,9 @@ const std::vector<FlagSpec> kFlags = with_session_flags({
     {"port", "", true, "port to listen on (default 8080; 0: a free one, printed at start)"},
     {"alias", "a", true, "the model's name in responses (default: the model file's name)"},
     {"api-key", "", true, "answer only requests with the header 'Authorization: Bearer KEY' (GET /health excepted)"},
+    {"parallel", "np", true,
+     "requests served side by side, each decode step one batch over all of them (default 1; each keeps a KV cache "
+     "of -c positions)"},
 });
 
 // Request bodies past this size are refused (413) before they are read: far more text than any
@@ -53,6 +60,104 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   res.set_content(dump(json{{"error", {{"code", status}, {"message", message}, {"type", type}}}}), "application/json");
 }
 
+// A request handed to the engine thread: its job, then its text as it is generated and its
+// outcome, which the handler waits for.
+struct Pending {
+  Job job;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string text;  // generated, not yet taken by the handler
+  std::optional<Expected<Session::Outcome>> result;  // set once the job is over
+  std::atomic<bool> cancelled{false};                // the client went away: stop generating
+};
+
+// The thread that runs every request: handlers queue theirs, it hands the queue to
+// Session::run_all, which starts them as sequence slots free up.
+class Engine {
+ public:
+  explicit Engine(Session& session) : session_(session), thread_([this] { loop(); }) {}
+  ~Engine() {
+    stop_generating();
+    if (thread_.joinable()) thread_.join();
+  }
+  void submit(const std::shared_ptr<Pending>& p) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) {
+        finish(*p, Error{"the server is stopping"});
+        return;
+      }
+      queue_.push_back(p);
+    }
+    cv_.notify_one();
+  }
+  // Running requests end at their next token, waiting ones are refused, the thread ends.
+  void stop_generating() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  static void finish(Pending& p, Expected<Session::Outcome>&& o) {
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      p.result = std::move(o);
+    }
+    p.cv.notify_all();
+  }
+  void loop() {
+    std::map<const Job*, std::shared_ptr<Pending>> running;
+    Session::JobFeed feed;
+    feed.next = [&]() -> const Job* {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (; !queue_.empty(); queue_.pop_front()) {
+        std::shared_ptr<Pending>& p = queue_.front();
+        if (stopping_) finish(*p, Error{"the server is stopping"});
+        else if (p->cancelled) finish(*p, Error{"the client went away"});
+        else break;
+      }
+      if (queue_.empty()) return nullptr;
+      std::shared_ptr<Pending> p = std::move(queue_.front());
+      queue_.pop_front();
+      return &running.emplace(&p->job, p).first->second->job;
+    };
+    feed.on_text = [&](const Job* job, const std::string& text) {
+      Pending& p = *running.at(job);
+      if (p.cancelled || stopping_) return false;
+      {
+        std::lock_guard<std::mutex> lock(p.mu);
+        p.text += text;
+      }
+      p.cv.notify_all();
+      return true;
+    };
+    feed.done = [&](const Job* job, Expected<Session::Outcome>&& o) {
+      const auto it = running.find(job);
+      const std::shared_ptr<Pending> p = it->second;
+      running.erase(it);
+      finish(*p, std::move(o));
+    };
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (stopping_ && queue_.empty()) return;
+      }
+      (void)session_.run_all(feed);  // an executor error reaches each request it ended through done
+    }
+  }
+
+  Session& session_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Pending>> queue_;  // under mu_
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;  // last: starts once the rest is made
+};
+
 class Server {
  public:
   Server(std::unique_ptr<SessionModel> m, std::string alias, std::string api_key)
@@ -60,8 +165,11 @@ class Server {
         tk_(*m_->tk),
         ex_(m_->ex.get()),
         session_(tk_, *ex_),
+        engine_(session_),
         alias_(std::move(alias)),
         api_key_(std::move(api_key)) {}
+  // Generation stops at the next token; requests still waiting are refused.
+  void stop_generating() { engine_.stop_generating(); }
 
   void install(httplib::Server& svr) {
     // Browsers may call from any page (as llama.cpp's server allows); their preflight requests
@@ -163,70 +271,85 @@ class Server {
       send_error(res, bad->status, bad->message);
       return;
     }
-    auto job = std::make_shared<Job>(std::move(std::get<Job>(parsed)));
     const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++requests_);
-    if (!job->stream) {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto o = session_.run(*job, [](const std::string&) { return true; });
+    auto pending = std::make_shared<Pending>();
+    pending->job = std::move(std::get<Job>(parsed));
+    if (!pending->job.stream) {
+      const Job& job = pending->job;
+      engine_.submit(pending);
+      std::unique_lock<std::mutex> lock(pending->mu);
+      pending->cv.wait(lock, [&] { return pending->result.has_value(); });
+      const Expected<Session::Outcome>& o = *pending->result;
       if (!o) {
         send_error(res, 500, o.error());
         return;
       }
-      json out = envelope(*job, id, false);
-      const std::string text = Session::visible(o->d, job->limits);
-      out["choices"] = json::array({choice(*job, text, Session::finish_reason(o->d), false)});
-      out["usage"] = Session::usage(*job, *o);
-      out["timings"] = Session::timings(*job, *o);
-      log_request(id, *job, *o);
+      json out = envelope(job, id, false);
+      const std::string text = Session::visible(o->d, job.limits);
+      out["choices"] = json::array({choice(job, text, Session::finish_reason(o->d), false)});
+      out["usage"] = Session::usage(job, *o);
+      out["timings"] = Session::timings(job, *o);
+      log_request(id, job, *o);
       res.set_content(dump(out), "application/json");
       return;
     }
     // Server-sent events: a chunk per piece of text, held back while it could be the start of
     // a stop string; the last chunk carries the finish reason, usage and timings; then [DONE].
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, job, id](size_t, httplib::DataSink& sink) {
+    res.set_chunked_content_provider("text/event-stream", [this, pending, id](size_t, httplib::DataSink& sink) {
+      const Job& job = pending->job;
       const auto event = [&](const json& j) {
         const std::string line = "data: " + dump(j) + "\n\n";
         return sink.write(line.data(), line.size());
       };
-      std::lock_guard<std::mutex> lock(mu_);
       std::string text;
       size_t sent = 0;
       bool open = true;
-      if (job->chat) {
-        json first = envelope(*job, id, true);
+      if (job.chat) {
+        json first = envelope(job, id, true);
         first["choices"] = json::array({{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}},
                                          {"finish_reason", nullptr}}});
         open = event(first);
       }
-      auto o = session_.run(*job, [&](const std::string& piece) {
+      engine_.submit(pending);
+      std::unique_lock<std::mutex> lock(pending->mu);
+      for (;;) {
+        pending->cv.wait(lock, [&] { return !pending->text.empty() || pending->result.has_value(); });
+        const std::string piece = std::exchange(pending->text, std::string());
         text += piece;
         size_t hold = 0;  // the longest tail of text that starts a stop string
-        for (const std::string& s : job->limits.stops)
+        for (const std::string& s : job.limits.stops)
           for (size_t k = std::min(s.size() - 1, text.size()); k > hold; --k)
             if (text.compare(text.size() - k, k, s, 0, k) == 0) {
               hold = k;
               break;
             }
-        if (open && text.size() - hold > sent && !completes_stop(job->limits.stops, text, piece.size())) {
-          json c = envelope(*job, id, true);
-          c["choices"] = json::array({choice(*job, text.substr(sent, text.size() - hold - sent), nullptr, true)});
+        if (open && text.size() - hold > sent && !completes_stop(job.limits.stops, text, piece.size())) {
+          json c = envelope(job, id, true);
+          c["choices"] = json::array({choice(job, text.substr(sent, text.size() - hold - sent), nullptr, true)});
+          lock.unlock();
           open = event(c);
+          lock.lock();
           sent = text.size() - hold;
         }
-        return open;
-      });
-      if (!open) return false;  // the client went away
+        if (!open) {  // the client went away
+          pending->cancelled = true;
+          return false;
+        }
+        if (pending->result.has_value() && pending->text.empty()) break;
+      }
+      const Expected<Session::Outcome>& o = *pending->result;
+      lock.unlock();
       if (!o) {
         event(json{{"error", {{"code", 500}, {"message", o.error()}, {"type", "server_error"}}}});
       } else {
-        const std::string all = Session::visible(o->d, job->limits);
-        json last = envelope(*job, id, true);
+        const std::string all = Session::visible(o->d, job.limits);
+        json last = envelope(job, id, true);
         const std::string rest = all.size() > sent ? all.substr(sent) : "";
-        last["choices"] = json::array({choice(*job, rest, Session::finish_reason(o->d), true)});
-        last["usage"] = Session::usage(*job, *o);
-        last["timings"] = Session::timings(*job, *o);
-        log_request(id, *job, *o);
+        last["choices"] = json::array({choice(job, rest, Session::finish_reason(o->d), true)});
+        last["usage"] = Session::usage(job, *o);
+        last["timings"] = Session::timings(job, *o);
+        log_request(id, job, *o);
         event(last);
       }
       const std::string done = "data: [DONE]\n\n";
@@ -239,12 +362,12 @@ class Server {
   std::unique_ptr<SessionModel> m_;
   const tok::Tokenizer& tk_;
   Executor* ex_;
-  Session session_;  // used under mu_
+  Session session_;  // used by the engine thread only (parse() by any)
+  Engine engine_;
   std::string alias_;
   std::string api_key_;  // empty: none needed
   int64_t started_ = static_cast<int64_t>(std::time(nullptr));
   std::atomic<int64_t> requests_{0};
-  std::mutex mu_;  // the slot: one request at a time
 };
 
 }  // namespace
@@ -260,7 +383,11 @@ int cmd_serve(int argc, char** argv, int first) {
   auto port = args->get_int("port", 8080, 0, 65535);
   if (!port) return fail(port.error());
   if (args->has("api-key") && args->get("api-key").empty()) return fail("--api-key is empty");
-  auto loaded = load_session_model(*args, "serve");
+  auto parallel = args->get_int("parallel", 1, 1, 256);
+  if (!parallel) return fail(parallel.error());
+  if (*parallel > 1 && args->has("ref"))
+    return fail("--parallel " + std::to_string(*parallel) + " needs the fast engine (the reference engine runs one sequence)");
+  auto loaded = load_session_model(*args, "serve", static_cast<int>(*parallel));
   if (!loaded) return fail(loaded.error());
   const int n_ctx = (*loaded)->ex->n_ctx();
   const std::string path = args->get("model");
@@ -292,6 +419,7 @@ int cmd_serve(int argc, char** argv, int first) {
   std::thread stopper([&] {
     int sig = 0;
     sigwait(&stop_signals, &sig);
+    server.stop_generating();
     svr.stop();
   });
   const bool ok = svr.listen_after_bind();

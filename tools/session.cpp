@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 #include <span>
+#include <utility>
 
 #include "runtime/thread_pool.h"
 
@@ -245,11 +246,9 @@ Expected<Session::Outcome> Session::run(const Job& job, const std::function<bool
   return o;
 }
 
-Status Session::run_all(std::span<const Job* const> jobs, const std::function<void(size_t, Outcome&&)>& done,
-                        StepTotals* totals) {
+Status Session::run_all(const JobFeed& feed, StepTotals* totals) {
   struct Slot {
-    size_t job = 0;
-    bool busy = false;
+    const Job* job = nullptr;  // null: free
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<Generation> gen;
     Outcome o;
@@ -259,56 +258,69 @@ Status Session::run_all(std::span<const Job* const> jobs, const std::function<vo
   std::vector<Slot> slots(static_cast<size_t>(n));
   const auto nv = static_cast<size_t>(ex_->n_vocab());
   std::vector<float> logits(nv * static_cast<size_t>(n));
-  const auto none = [](const std::string&) { return true; };
   // A job over: its text and figures to done(), the slot free.
   const auto finish = [&](Slot& sl) {
     sl.o.d = sl.gen->finish();
-    sl.busy = false;
-    done(sl.job, std::move(sl.o));
+    const Job* job = std::exchange(sl.job, nullptr);
+    feed.done(job, std::move(sl.o));
   };
-  size_t next_job = 0;
+  // An executor error ends the running jobs and the one starting.
+  const auto fail_all = [&](const Job* starting, const std::string& message) -> Status {
+    for (Slot& sl : slots)
+      if (sl.job != nullptr) feed.done(std::exchange(sl.job, nullptr), Error{message});
+    if (starting != nullptr) feed.done(starting, Error{message});
+    return Error{message};
+  };
+  // Slot s takes the job: the rest of its prompt evaluated, its first token sampled.
+  const auto start = [&](int s, const Job* job) -> Status {
+    Slot& sl = slots[static_cast<size_t>(s)];
+    sl = Slot{};
+    auto m = keep_prefix(s, job->prompt);
+    if (!m) return Error{m.error()};
+    sl.o.cached = *m;
+    sl.sampler = std::make_unique<Sampler>(job->sampling, ex_->n_vocab());
+    for (int32_t t : job->prompt) sl.sampler->accept(t);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::span<const int32_t> rest = std::span<const int32_t>(job->prompt).subspan(*m);
+    ZENMOE_RETURN_IF_ERROR(ex_->eval(rest, logits.data(), false));
+    sl.o.prompt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<int32_t>& held = held_[static_cast<size_t>(s)];
+    held.insert(held.end(), rest.begin(), rest.end());
+    sl.gen = std::make_unique<Generation>(tk_, *sl.sampler, job->limits,
+                                          [&feed, job](const std::string& text) { return feed.on_text(job, text); });
+    sl.job = job;
+    const std::optional<int32_t> first = sl.gen->step(logits.data(), ex_->n_past(), ex_->n_ctx());
+    if (first) sl.next = *first;
+    else finish(sl);
+    return Status::ok();
+  };
   for (;;) {
-    // Free slots take the next jobs; a job whose first step ends it frees its slot at once.
+    // Free slots take the waiting jobs; a job whose first step ends it frees its slot at once.
     for (;;) {
+      int free_slots = 0;
+      for (const Slot& sl : slots) free_slots += sl.job == nullptr ? 1 : 0;
+      if (free_slots == 0) break;
+      const Job* job = feed.next();
+      if (job == nullptr) break;
       int s = -1;
       size_t best = 0;
-      for (int k = 0; next_job < jobs.size() && k < n; ++k) {
-        if (slots[static_cast<size_t>(k)].busy) continue;
-        const size_t shared = shared_prefix(k, jobs[next_job]->prompt);
+      for (int k = 0; k < n; ++k) {
+        if (slots[static_cast<size_t>(k)].job != nullptr) continue;
+        const size_t shared = shared_prefix(k, job->prompt);
         if (s < 0 || shared > best) s = k, best = shared;
       }
-      if (s < 0) break;
-      Slot& sl = slots[static_cast<size_t>(s)];
-      const Job& job = *jobs[next_job];
-      sl = Slot{};
-      sl.job = next_job++;
-      auto m = keep_prefix(s, job.prompt);
-      if (!m) return Error{m.error()};
-      sl.o.cached = *m;
-      sl.sampler = std::make_unique<Sampler>(job.sampling, ex_->n_vocab());
-      for (int32_t t : job.prompt) sl.sampler->accept(t);
-      const auto t0 = std::chrono::steady_clock::now();
-      const std::span<const int32_t> rest = std::span<const int32_t>(job.prompt).subspan(*m);
-      ZENMOE_RETURN_IF_ERROR(ex_->eval(rest, logits.data(), false));
-      sl.o.prompt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::vector<int32_t>& held = held_[static_cast<size_t>(s)];
-      held.insert(held.end(), rest.begin(), rest.end());
-      sl.gen = std::make_unique<Generation>(tk_, *sl.sampler, job.limits, none);
-      sl.busy = true;
-      const std::optional<int32_t> first = sl.gen->step(logits.data(), ex_->n_past(), ex_->n_ctx());
-      if (first) sl.next = *first;
-      else finish(sl);
+      if (Status st = start(s, job); !st) return fail_all(job, st.message());
     }
     std::vector<int32_t> tokens;
     std::vector<int> seqs;
     for (int k = 0; k < n; ++k)
-      if (slots[static_cast<size_t>(k)].busy) {
+      if (slots[static_cast<size_t>(k)].job != nullptr) {
         tokens.push_back(slots[static_cast<size_t>(k)].next);
         seqs.push_back(k);
       }
-    if (tokens.empty()) return Status::ok();  // every job done
+    if (tokens.empty()) return Status::ok();  // no job runs, none waits
     const auto t0 = std::chrono::steady_clock::now();
-    ZENMOE_RETURN_IF_ERROR(ex_->eval_seqs(tokens, seqs, logits.data()));
+    if (Status st = ex_->eval_seqs(tokens, seqs, logits.data()); !st) return fail_all(nullptr, st.message());
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (totals != nullptr) {
       ++totals->steps;

@@ -89,14 +89,24 @@ class Session {
     int64_t steps = 0, tokens = 0;  // batches evaluated, tokens in them
     double seconds = 0;
   };
+  // Where run_all takes its jobs from and gives their text and results to; a job is known by
+  // its address, which must stay valid until done() is called for it.
+  struct JobFeed {
+    // The next job to start, or null when none waits now.
+    std::function<const Job*()> next;
+    // A job's text as it is generated (false: stop that job, as Session::run's on_text).
+    std::function<bool(const Job*, const std::string&)> on_text;
+    // A job is over: its outcome, or the executor error that ended it.
+    std::function<void(const Job*, Expected<Outcome>&&)> done;
+  };
   // Runs jobs side by side, one per sequence of the executor (slots: Executor::n_seq()), taking
-  // them in the order given as slots free up: a free slot (the one whose held sequence shares
-  // the most of the prompt) keeps the positions the prompt shares with it and evaluates the
-  // rest, and every decode step then evaluates the next token of every running job in one batch
-  // (Executor::eval_seqs). Each job's Outcome counts the steps it took part in (their whole
-  // time as its decode time). done(i, outcome) as job i finishes; stops at an executor error.
-  Status run_all(std::span<const Job* const> jobs, const std::function<void(size_t, Outcome&&)>& done,
-                 StepTotals* totals = nullptr);
+  // them from the feed as slots free up: a free slot (the one whose held sequence shares the
+  // most of the prompt) keeps the positions the prompt shares with it and evaluates the rest,
+  // and every decode step then evaluates the next token of every running job in one batch
+  // (Executor::eval_seqs). Each job's Outcome counts the steps it took part in (their whole time
+  // as its decode time). Returns once no job runs and the feed gives none; an executor error
+  // ends every running job with it (done) and is returned.
+  Status run_all(const JobFeed& feed, StepTotals* totals = nullptr);
 
   // The generated text as the client sees it: cut where a stop string starts.
   static std::string visible(const Decoded& d, const DecodeLimits& limits);
