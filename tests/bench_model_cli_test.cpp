@@ -171,6 +171,29 @@ TEST(BenchModelCli, TextTable) {
   }
 }
 
+// --parallel: per thread count, one entry per sequence count with the batched decode rate
+// (every sequence's tokens), a time per repetition and its ratio to one sequence's rate.
+TEST(BenchModelCli, ParallelDecodeFigures) {
+  RunResult r = run_cli("bench model " + kModel + " --json -np 2,3" + kTiny);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 1u);
+  const nlohmann::json& par = j[0]["parallel"];
+  ASSERT_EQ(par.size(), 2u) << r.out;
+  for (size_t i = 0; i < par.size(); ++i) {
+    EXPECT_EQ(par[i]["sequences"].get<int>(), static_cast<int>(i) + 2);
+    ASSERT_EQ(par[i]["decode_s_per_rep"].size(), 1u);
+    const double secs = par[i]["decode_s_per_rep"][0].get<double>();
+    ASSERT_GT(secs, 0.0);
+    EXPECT_NEAR(par[i]["decode_tok_s"].get<double>(), (i + 2) * 2 / secs, 1e-6 * (i + 2) * 2 / secs);
+    EXPECT_NEAR(par[i]["vs_one_sequence"].get<double>(),
+                par[i]["decode_tok_s"].get<double>() / j[0]["decode_tok_s"].get<double>(), 1e-9);
+  }
+  RunResult text = run_cli("bench model " + kModel + " -np 2" + kTiny);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("2 sequences at once: decode "), std::string::npos) << text.out;
+}
+
 TEST(BenchModelCli, BadFlagsExitOneWithOneLine) {
   const std::string cases[] = {
       "bench model",
@@ -182,6 +205,8 @@ TEST(BenchModelCli, BadFlagsExitOneWithOneLine) {
       "bench model " + kModel + " -m " + kModel,
       "bench model /nonexistent/model.gguf" + kTiny,
       "bench model " + kModel + " --clock sundial",
+      "bench model " + kModel + " -np 0",
+      "bench model " + kModel + " -np 2 --ref",
       "bench model " + kModel + " --profile-nodes=yes",
       "bench model --profile-nodes",
       "bench nothing",

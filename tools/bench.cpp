@@ -42,13 +42,13 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
-Expected<std::vector<int>> parse_thread_list(const std::string& flag, const std::string& s) {
+Expected<std::vector<int>> parse_thread_list(const std::string& flag, const std::string& s, const char* what) {
   std::vector<int> out;
   for (const auto& item : split_list(s)) {
     char* end = nullptr;
     long v = std::strtol(item.c_str(), &end, 10);
     if (*end != '\0' || v < 1 || v > 1024)
-      return Error{"--" + flag + " expects thread counts in [1, 1024] separated by commas, got '" + s + "'"};
+      return Error{"--" + flag + " expects " + what + " in [1, 1024] separated by commas, got '" + s + "'"};
     out.push_back(static_cast<int>(v));
   }
   if (out.empty()) return Error{"--" + flag + " is empty"};

@@ -17,6 +17,7 @@ int bench_compute(int argc, char** argv, int first);    // instruction issue rat
 // Splits "a,b,c" into its non-empty items.
 std::vector<std::string> split_list(const std::string& s);
 // "1,2" -> {1, 2}; every item an integer in [1, 1024].
-Expected<std::vector<int>> parse_thread_list(const std::string& flag, const std::string& s);
+Expected<std::vector<int>> parse_thread_list(const std::string& flag, const std::string& s,
+                                             const char* what = "thread counts");
 
 }  // namespace zenmoe::tools

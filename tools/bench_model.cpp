@@ -29,6 +29,8 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"reps", "r", true, "repetitions per thread count, each after its own bandwidth probe; medians are reported (default 3)"},
     {"warmup", "", true, "untimed runs before the repetitions (default 1)"},
     {"json", "", false, "print a JSON list, one object per thread count"},
+    {"parallel", "np", true,
+     "also decode that many sequences at once, each step one batch over all of them, e.g. 4,16 (fast engine)"},
     {"profile", "", false, "time per op kind (as the engine reports it)"},
     {"profile-nodes", "", false, "with the profile by node instead: op:name, every layer's copy summed"},
     {"ref", "", false, "measure the scalar reference executor"},
@@ -44,6 +46,7 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
 struct Options {
   std::string model;
   std::vector<int> threads;
+  std::vector<int> parallel;  // --parallel: sequence counts of the batched decode figures
   int prompt = 512, gen = 128, reps = 3, warmup = 1, bw_reps = 5;
   int64_t bw_bytes = 0;
   LoadIsa isa = LoadIsa::kScalar;
@@ -74,6 +77,11 @@ Expected<Options> parse_options(const Args& a) {
     if (!s) return Error{s.message()};
   set_measure_clock(*clock);
   o.threads = *threads;
+  if (a.has("parallel")) {
+    auto np = parse_thread_list("parallel", a.get("parallel"), "sequence counts");
+    if (!np) return Error{np.error()};
+    o.parallel = *np;
+  }
   o.prompt = static_cast<int>(*prompt);
   o.gen = static_cast<int>(*gen);
   o.reps = static_cast<int>(*reps);
@@ -85,6 +93,8 @@ Expected<Options> parse_options(const Args& a) {
   o.profile_nodes = a.has("profile-nodes");
   o.profile = a.has("profile") || o.profile_nodes;
   o.engine = a.has("ref") ? Engine::Reference : Engine::Best;
+  if (!o.parallel.empty() && o.engine == Engine::Reference)
+    return Error{"--parallel needs the fast engine (the reference engine runs one sequence)"};
   auto kv = kv_cache_type(a.get("cache-type-k"), a.get("cache-type-v"));
   if (!kv) return Error{kv.error()};
   o.kv_type = *kv;
@@ -95,9 +105,8 @@ Expected<Options> parse_options(const Args& a) {
   return o;
 }
 
-int32_t argmax(const std::vector<float>& v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
+int32_t argmax(const float* row, size_t n) { return static_cast<int32_t>(std::max_element(row, row + n) - row); }
+int32_t argmax(const std::vector<float>& v) { return argmax(v.data(), v.size()); }
 
 // A deterministic prompt spread over the vocabulary (token 0 avoided: often a special token).
 std::vector<int32_t> synthetic_prompt(int n, int n_vocab) {
@@ -157,8 +166,16 @@ Expected<RunTimes> run_once(Executor& ex, const std::vector<int32_t>& prompt, in
   return r;
 }
 
+// Decode of several sequences at once: `sequences` tokens a step.
+struct ParallelFigures {
+  int sequences = 0;
+  double decode_tok_s = 0;           // all sequences' tokens, median over repetitions
+  std::vector<double> decode_s_rep;  // seconds of the gen steps, per repetition
+};
+
 struct Figures {
   int threads = 0;
+  std::vector<ParallelFigures> parallel;
   double prefill_tok_s = 0, decode_tok_s = 0, read_bw_gbps = 0, effective_gbps = 0, bw_fraction = 0;
   double prefill_s = 0, decode_s = 0;  // medians, seconds per run
   std::vector<double> read_bw_rep, decode_s_rep, fraction_rep;  // per repetition
@@ -228,6 +245,53 @@ Expected<Figures> measure(const Options& o, const OpenedModel& model, BandwidthP
   return f;
 }
 
+// Each of n sequences holds a prompt of its own (o.prompt tokens), then every repetition decodes
+// o.gen steps of one token per sequence in one eval_seqs batch, greedy, and rewinds them.
+Expected<ParallelFigures> measure_parallel(const Options& o, const OpenedModel& model, int threads, int n) {
+  ParallelFigures pf;
+  pf.sequences = n;
+  ExecutorOptions eo;
+  eo.n_ctx = o.prompt + o.gen + 1;
+  eo.n_threads = threads;
+  o.engine_flags.apply(eo);
+  eo.kv_type = o.kv_type;
+  eo.n_seq = n;
+  auto ex = make_engine(model, eo, o.engine);
+  if (!ex) return Error{ex.error()};
+  Executor& e = **ex;
+  const auto nv = static_cast<size_t>(e.n_vocab());
+  std::vector<float> logits(nv * static_cast<size_t>(n));
+  std::vector<int32_t> first(static_cast<size_t>(n)), next(static_cast<size_t>(n));
+  std::vector<int> seqs(static_cast<size_t>(n));
+  for (int s = 0; s < n; ++s) {
+    std::vector<int32_t> prompt = synthetic_prompt(o.prompt + s, e.n_vocab());
+    prompt.erase(prompt.begin(), prompt.begin() + s);  // another prompt per sequence
+    ZENMOE_RETURN_IF_ERROR(e.select_seq(s));
+    ZENMOE_RETURN_IF_ERROR(e.eval(prompt, logits.data(), false));
+    first[static_cast<size_t>(s)] = argmax(logits.data(), nv);
+    seqs[static_cast<size_t>(s)] = s;
+  }
+  std::vector<double> rates;
+  for (int rep = -o.warmup; rep < o.reps; ++rep) {
+    next = first;
+    const double t0 = measure_seconds(threads);
+    for (int i = 0; i < o.gen; ++i) {
+      ZENMOE_RETURN_IF_ERROR(e.eval_seqs(next, seqs, logits.data()));
+      for (size_t s = 0; s < next.size(); ++s) next[s] = argmax(logits.data() + s * nv, nv);
+    }
+    const double secs = measure_seconds(threads) - t0;
+    for (int s = 0; s < n; ++s) {
+      ZENMOE_RETURN_IF_ERROR(e.select_seq(s));
+      ZENMOE_RETURN_IF_ERROR(e.rewind(o.prompt));
+    }
+    if (rep < 0) continue;  // warm-up
+    pf.decode_s_rep.push_back(secs);
+    rates.push_back(secs > 0 ? static_cast<double>(n) * o.gen / secs : 0);
+  }
+  pf.decode_tok_s = median(rates);
+  return pf;
+}
+
 nlohmann::json to_json(const Options& o, const Figures& f, uint64_t bytes_per_token) {
   nlohmann::json j = {{"model", o.model},
                       {"engine", engine_name(o.engine)},
@@ -248,6 +312,15 @@ nlohmann::json to_json(const Options& o, const Figures& f, uint64_t bytes_per_to
                       {"reps", o.reps},
                       {"kv_cache", kv_cache_type_name(o.kv_type)},
                       {"clock", measure_clock_name()}};
+  if (!f.parallel.empty()) {
+    nlohmann::json par = nlohmann::json::array();
+    for (const ParallelFigures& p : f.parallel)
+      par.push_back({{"sequences", p.sequences},
+                     {"decode_tok_s", p.decode_tok_s},
+                     {"decode_s_per_rep", p.decode_s_rep},
+                     {"vs_one_sequence", f.decode_tok_s > 0 ? p.decode_tok_s / f.decode_tok_s : 0.0}});
+    j["parallel"] = par;
+  }
   if (o.profile) {
     j["profile_prefill_s"] = f.profile[0];
     j["profile_decode_s"] = f.profile[1];
@@ -264,6 +337,9 @@ nlohmann::json to_json(const Options& o, const Figures& f, uint64_t bytes_per_to
 void print_text(const Options& o, const Figures& f) {
   std::printf("%7d %7d %13.2f %7d %12.2f %10.2f %9.2f %8.1f%%\n", f.threads, o.prompt, f.prefill_tok_s, o.gen,
               f.decode_tok_s, f.read_bw_gbps, f.effective_gbps, 100.0 * f.bw_fraction);
+  for (const ParallelFigures& p : f.parallel)
+    std::printf("        %d sequences at once: decode %.2f tok/s (%.2f a sequence), %.2fx one sequence\n", p.sequences,
+                p.decode_tok_s, p.decode_tok_s / p.sequences, f.decode_tok_s > 0 ? p.decode_tok_s / f.decode_tok_s : 0.0);
   if (!o.profile) return;
   if (f.profile[0].empty() && f.profile[1].empty()) {
     std::printf("        profile: the %s engine does not report per-op times\n", engine_name(o.engine));
@@ -336,6 +412,11 @@ int bench_model(int argc, char** argv, int first) {
   for (int t : o->threads) {
     auto f = measure(*o, *model, *probe, t, bytes_per_token);
     if (!f) return fail(f.error());
+    for (int n : o->parallel) {
+      auto p = measure_parallel(*o, *model, t, n);
+      if (!p) return fail(p.error());
+      f->parallel.push_back(std::move(*p));
+    }
     if (o->json)
       out.push_back(to_json(*o, *f, bytes_per_token));
     else
