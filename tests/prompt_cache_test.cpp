@@ -9,18 +9,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "codegen/isa.h"
-#include "runtime/compiled_model.h"
 #include "runtime/fast_executor.h"
 #include "runtime/gguf.h"
 #include "runtime/plan_file.h"
 #include "runtime/prompt_cache.h"
 #include "runtime/ref_executor.h"
 #include "tests/fuzz/prompt_cache_fake.h"
+#include "tests/tiny_compiled.h"
 
 namespace zenmoe {
 namespace {
@@ -37,29 +35,8 @@ std::string engine_name(const ::testing::TestParamInfo<Engine>& p) {
   return std::string(p.param.fast ? (p.param.scalar ? "scalar_" : "fast_") : "ref_") + kv_cache_type_name(p.param.kv);
 }
 
-class PromptCache : public ::testing::TestWithParam<Engine> {
+class PromptCache : public testing_cli::TinyCompiledSuite<Engine> {
  protected:
-  static void SetUpTestSuite() {
-    auto m = gguf::Model::open(std::string(ZENMOE_ORACLE_DIR) + "/tiny-q4ks.gguf");
-    ASSERT_TRUE(m.has_value()) << m.error();
-    model_ = new gguf::Model(std::move(*m));
-    CompileOptions co;
-    co.target = {isa::host_level(), isa::host_tuning()};
-    auto cm = compile_in_memory(*model_, co);
-    ASSERT_TRUE(cm.has_value()) << cm.error();
-    compiled_ = new std::shared_ptr<const CompiledModel>(std::make_shared<const CompiledModel>(std::move(*cm)));
-    co.target = {isa::IsaLevel::kScalar, isa::host_tuning()};
-    auto scalar = compile_in_memory(*model_, co);
-    ASSERT_TRUE(scalar.has_value()) << scalar.error();
-    scalar_ = new std::shared_ptr<const CompiledModel>(std::make_shared<const CompiledModel>(std::move(*scalar)));
-  }
-  static void TearDownTestSuite() {
-    delete scalar_;
-    delete compiled_;
-    delete model_;
-    scalar_ = compiled_ = nullptr;
-    model_ = nullptr;
-  }
   void SetUp() override {
     dir_ = fs::temp_directory_path() / ("zenmoe_prompt_cache_" + std::to_string(::getpid()));
     fs::create_directories(dir_);
@@ -72,7 +49,7 @@ class PromptCache : public ::testing::TestWithParam<Engine> {
     if (!e.fast) {
       ExecutorOptions ro;
       ro.n_ctx = n_ctx;
-      auto ex = make_reference_executor(*model_, ro);
+      auto ex = make_reference_executor(tiny_->model, ro);
       EXPECT_TRUE(ex.has_value()) << ex.error();
       return ex ? std::move(*ex) : nullptr;
     }
@@ -80,21 +57,16 @@ class PromptCache : public ::testing::TestWithParam<Engine> {
     fo.base.n_ctx = n_ctx;
     fo.base.n_threads = 2;
     fo.base.kv_type = e.kv;
-    auto ex = make_fast_executor(e.scalar ? *scalar_ : *compiled_, fo);
+    auto ex = make_fast_executor(e.scalar ? tiny_->scalar : tiny_->host, fo);
     EXPECT_TRUE(ex.has_value()) << ex.error();
     return ex ? std::unique_ptr<Executor>(std::move(*ex)) : nullptr;
   }
-  static uint64_t model_id() { return plan::gguf_table_checksum(*model_); }
+  static uint64_t model_id() { return plan::gguf_table_checksum(tiny_->model); }
 
   static std::vector<int32_t> tokens(int n, unsigned seed, int n_vocab) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (int32_t& x : t) x = static_cast<int32_t>(rng() % static_cast<unsigned>(n_vocab));
-    return t;
+    return testing_cli::random_tokens(n, seed, n_vocab);
   }
 
-  static inline gguf::Model* model_ = nullptr;
-  static inline std::shared_ptr<const CompiledModel>*compiled_ = nullptr, *scalar_ = nullptr;
   fs::path dir_;
   std::string path_;
 };

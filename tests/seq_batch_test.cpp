@@ -7,15 +7,13 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
-#include "codegen/isa.h"
-#include "runtime/compiled_model.h"
 #include "runtime/fast_executor.h"
 #include "runtime/gguf.h"
 #include "runtime/ref_executor.h"
+#include "tests/tiny_compiled.h"
 
 namespace zenmoe {
 namespace {
@@ -31,29 +29,8 @@ std::string engine_name(const ::testing::TestParamInfo<Engine>& p) {
          std::to_string(p.param.threads);
 }
 
-class SeqBatch : public ::testing::TestWithParam<Engine> {
+class SeqBatch : public testing_cli::TinyCompiledSuite<Engine> {
  protected:
-  static void SetUpTestSuite() {
-    auto m = gguf::Model::open(std::string(ZENMOE_ORACLE_DIR) + "/tiny-q4ks.gguf");
-    ASSERT_TRUE(m.has_value()) << m.error();
-    model_ = new gguf::Model(std::move(*m));
-    for (isa::IsaLevel level : {isa::host_level(), isa::IsaLevel::kScalar}) {
-      CompileOptions co;
-      co.target = {level, isa::host_tuning()};
-      auto cm = compile_in_memory(*model_, co);
-      ASSERT_TRUE(cm.has_value()) << cm.error();
-      (level == isa::IsaLevel::kScalar ? scalar_ : compiled_) =
-          new std::shared_ptr<const CompiledModel>(std::make_shared<const CompiledModel>(std::move(*cm)));
-    }
-  }
-  static void TearDownTestSuite() {
-    delete scalar_;
-    delete compiled_;
-    delete model_;
-    scalar_ = compiled_ = nullptr;
-    model_ = nullptr;
-  }
-
   static std::unique_ptr<Executor> make(int n_seq, int n_ctx = 64) {
     const Engine e = GetParam();
     FastExecutorOptions fo;
@@ -61,16 +38,13 @@ class SeqBatch : public ::testing::TestWithParam<Engine> {
     fo.base.n_threads = e.threads;
     fo.base.kv_type = e.kv;
     fo.base.n_seq = n_seq;
-    auto ex = make_fast_executor(e.scalar ? *scalar_ : *compiled_, fo);
+    auto ex = make_fast_executor(e.scalar ? tiny_->scalar : tiny_->host, fo);
     EXPECT_TRUE(ex.has_value()) << ex.error();
     return ex ? std::unique_ptr<Executor>(std::move(*ex)) : nullptr;
   }
 
   static std::vector<int32_t> tokens(int n, unsigned seed, int n_vocab) {
-    std::mt19937 rng(seed);
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (int32_t& x : t) x = static_cast<int32_t>(rng() % static_cast<unsigned>(n_vocab));
-    return t;
+    return testing_cli::random_tokens(n, seed, n_vocab);
   }
 
   // The largest difference between two logit rows, relative to the larger magnitude of a.
@@ -82,9 +56,6 @@ class SeqBatch : public ::testing::TestWithParam<Engine> {
     }
     return diff / scale;
   }
-
-  static inline gguf::Model* model_ = nullptr;
-  static inline std::shared_ptr<const CompiledModel>*compiled_ = nullptr, *scalar_ = nullptr;
 };
 
 // Three sequences with prompts of different lengths, then decode steps of one token each, all
