@@ -227,23 +227,15 @@ Expected<size_t> Session::keep_prefix(int s, const std::vector<int32_t>& prompt)
 }
 
 Expected<Session::Outcome> Session::run(const Job& job, const std::function<bool(const std::string&)>& on_text) {
-  Outcome o;
-  auto m = keep_prefix(0, job.prompt);
-  if (!m) return Error{m.error()};
-  o.cached = *m;
-  Sampler sampler(job.sampling, ex_->n_vocab());
-  for (int32_t t : job.prompt) sampler.accept(t);
-  std::vector<float> logits(static_cast<size_t>(ex_->n_vocab()));
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::span<const int32_t> rest = std::span<const int32_t>(job.prompt).subspan(o.cached);
-  ZENMOE_RETURN_IF_ERROR(ex_->eval(rest, logits.data(), false));
-  o.prompt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  held_[0].insert(held_[0].end(), rest.begin(), rest.end());
-  auto d = decode_loop(*ex_, tk_, sampler, logits, job.limits, on_text);
-  if (!d) return Error{d.error()};
-  held_[0].insert(held_[0].end(), d->evaluated.begin(), d->evaluated.end());
-  o.d = std::move(*d);
-  return o;
+  std::optional<Expected<Outcome>> result;
+  bool taken = false;
+  JobFeed feed;
+  feed.next = [&]() -> const Job* { return std::exchange(taken, true) ? nullptr : &job; };
+  feed.on_text = [&](const Job*, const std::string& text) { return on_text(text); };
+  feed.done = [&](const Job*, Expected<Outcome>&& o) { result = std::move(o); };
+  const Status st = run_all(feed);
+  if (!result) return Error{st.message()};
+  return std::move(*result);
 }
 
 Status Session::run_all(const JobFeed& feed, StepTotals* totals) {

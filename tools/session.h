@@ -1,7 +1,8 @@
-// One sequence slot behind the request front ends (`serve`, `batch`): a request body (the JSON
-// of OpenAI's completion and chat completion requests) read into a job, and jobs run one
-// after another on one executor, each keeping the cache positions its prompt shares with the
-// sequence the slot holds (the previous job's prompt and reply) and evaluating only the rest.
+// The sequence slots behind the request front ends (`serve`, `batch`): a request body (the JSON
+// of OpenAI's completion and chat completion requests) read into a job, and jobs run on one
+// executor, one per sequence it holds (side by side, a decode batch over all of them), each
+// keeping the cache positions its prompt shares with the sequence its slot holds (an earlier
+// job's prompt and reply) and evaluating only the rest.
 #pragma once
 
 #include <cstdint>
@@ -79,9 +80,9 @@ class Session {
     size_t cached = 0;    // prompt positions kept from the held sequence
     double prompt_s = 0;  // evaluating the rest of the prompt
   };
-  // Runs a job on sequence 0 (callers take turns): the held positions the prompt starts with
-  // are kept, at most all but its last token, the rest evaluated, then the decode loop streams
-  // through on_text (false: stop).
+  // Runs one job (callers take turns) as run_all below does: the held positions the prompt
+  // starts with are kept, at most all but its last token, the rest evaluated, then the decode
+  // loop streams through on_text (false: stop).
   Expected<Outcome> run(const Job& job, const std::function<bool(const std::string&)>& on_text);
 
   // What run_all's decode steps did, over all jobs.
@@ -124,12 +125,13 @@ class Session {
   const tok::Tokenizer& tk_;
   Executor* ex_;
   ChatStyle style_ = ChatStyle::DeepSeekV3;
-  std::string no_chat_;        // why chat jobs are refused (empty: they are not)
+  std::string no_chat_;  // why chat jobs are refused (empty: they are not)
   // Per sequence, the tokens whose positions the executor holds.
   std::vector<std::vector<int32_t>> held_;
   // Selects sequence s and keeps the positions `prompt` shares with it (at most all but its last
   // token); returns how many.
   Expected<size_t> keep_prefix(int s, const std::vector<int32_t>& prompt);
+  // How many positions keep_prefix(s, prompt) would keep.
   size_t shared_prefix(int s, const std::vector<int32_t>& prompt) const;
 };
 
