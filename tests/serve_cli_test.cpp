@@ -400,6 +400,26 @@ TEST_F(ServeCli, ParallelRequestsAnswerAsEachDoesAlone) {
                                      "needs the fast engine");
 }
 
+// SIGTERM while a request generates: it ends at its next token with what it has (status 200,
+// fewer tokens than asked), and the server exits with status 0.
+TEST_F(ServeCli, StopEndsARunningRequestAtItsNextToken) {
+  ServerProcess server;
+  std::string log;
+  ASSERT_TRUE(server.start("-m '" + kModel + "' --ref -t 1 -c 4096", dir_, &log)) << log;
+  std::pair<int, json> answer;
+  std::thread client([&] {
+    answer = post(server.port(), "/v1/completions",
+                  R"({"prompt":"Tell me everything.","max_tokens":4000,"temperature":0,"ignore_eos":true})");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(server.stop(), 0);
+  client.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+  ASSERT_EQ(answer.first, 200) << answer.second.dump();
+  EXPECT_LT(answer.second["usage"]["completion_tokens"].get<int>(), 4000);
+}
+
 // zenmoe batch: an answer line per request line (blank lines skipped), the same answers as
 // `zenmoe run` and serve, the prefix kept from one request to the next, refused lines answered
 // with an error, and the output file written whole or not at all.

@@ -162,9 +162,13 @@ Status answer_all(Session& session, std::vector<Request>& all, const std::vector
     return taken < order.size() ? &*all[order[taken++]].job : nullptr;
   };
   feed.on_text = [](const Job*, const std::string&) { return true; };
+  std::string failed;  // the first request an executor error ended
   feed.done = [&](const Job* job, Expected<Session::Outcome>&& o) {
-    if (!o) return;  // the batch stops with the error run_all returns
     const size_t i = owner.at(job);
+    if (!o) {  // the batch stops with the error run_all returns
+      if (failed.empty()) failed = "line " + std::to_string(all[i].out["line"].get<int64_t>()) + ": ";
+      return;
+    }
     complete(all[i], *o, totals);
     ready[i] = true;
     flush();
@@ -172,7 +176,7 @@ Status answer_all(Session& session, std::vector<Request>& all, const std::vector
   const Status st = session.run_all(feed, &steps);
   totals.decode_evals += steps.tokens;
   totals.decode_s += steps.seconds;
-  if (!st) return st;
+  if (!st) return Error{failed + st.message()};
   return sink_status;
 }
 
