@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -420,6 +421,81 @@ TEST_F(ServeCli, StopEndsARunningRequestAtItsNextToken) {
   EXPECT_LT(answer.second["usage"]["completion_tokens"].get<int>(), 4000);
 }
 
+// Log-probabilities: the first generated token's equals the log-softmax of the logits that
+// `zenmoe logits` gives for the prompt (reference engine on both sides); greedy picks the most
+// likely of the alternatives; the pieces join into the text, offsets follow them; chat has
+// OpenAI's content[] form; streams and bad values are refused.
+TEST_F(ServeCli, LogprobsAreTheModelsLogSoftmax) {
+  const std::string ds = testing_cli::model_with_template(
+      kModel, dir_, "ds.gguf", "{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{{'<｜end▁of▁sentence｜>'}}");
+  ASSERT_FALSE(ds.empty());
+  ServerProcess server;
+  std::string log;
+  ASSERT_TRUE(server.start("-m '" + ds + "' --ref -t 1 -c 128", dir_, &log)) << log;
+  const auto [tst, tok] = post(server.port(), "/tokenize", R"({"content":"The quick brown fox","add_special":true})");
+  ASSERT_EQ(tst, 200);
+  std::string ids;
+  for (const json& t : tok["tokens"]) ids += std::to_string(t.get<int>()) + " ";
+  const auto [status, j] = post(server.port(), "/v1/completions",
+                                R"({"prompt":"The quick brown fox","max_tokens":5,"temperature":0,"logprobs":3})");
+  ASSERT_EQ(status, 200) << j.dump();
+  const json& lp = j["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 5u) << lp.dump();
+  std::string joinedtext;
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(lp["text_offset"][i].get<size_t>(), joinedtext.size());
+    joinedtext += lp["tokens"][i].get<std::string>();
+    const json& top = lp["top_logprobs"][i];
+    ASSERT_EQ(top.size(), 3u);
+    float best = -1e30f;
+    for (const auto& [piece, v] : top.items()) best = std::max(best, v.get<float>());
+    EXPECT_EQ(lp["token_logprobs"][i].get<float>(), best) << i;  // greedy: the most likely
+    EXPECT_LE(best, 0.0f);
+  }
+  EXPECT_EQ(joinedtext, j["choices"][0]["text"]);
+
+  const fs::path out = dir_ / "logits.f32";
+  const auto logits = zenmoe("logits -m '" + ds + "' --ref --mode prefill --tokens '" + ids + "' -o '" +
+                             out.string() + "'");
+  ASSERT_EQ(logits.status, 0) << logits.err;
+  std::vector<float> rows(fs::file_size(out) / sizeof(float));
+  std::ifstream(out, std::ios::binary).read(reinterpret_cast<char*>(rows.data()), static_cast<std::streamsize>(fs::file_size(out)));
+  const size_t n_vocab = rows.size() / tok["tokens"].size();
+  const float* last = rows.data() + rows.size() - n_vocab;
+  double mx = -1e30, sum = 0;
+  for (size_t i = 0; i < n_vocab; ++i) mx = std::max(mx, static_cast<double>(last[i]));
+  for (size_t i = 0; i < n_vocab; ++i) sum += std::exp(last[i] - mx);
+  const size_t first = static_cast<size_t>(std::max_element(last, last + n_vocab) - last);
+  EXPECT_NEAR(lp["token_logprobs"][0].get<double>(), last[first] - mx - std::log(sum), 1e-4);
+
+  const auto [cst, chat] = post(server.port(), "/v1/chat/completions",
+                                R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":3,"temperature":0,)"
+                                R"("logprobs":true,"top_logprobs":2})");
+  ASSERT_EQ(cst, 200) << chat.dump();
+  const json& content = chat["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 3u) << chat.dump();
+  std::string said;
+  for (const json& c : content) {
+    EXPECT_EQ(c["top_logprobs"].size(), 2u);
+    EXPECT_EQ(c["logprob"], c["top_logprobs"][0]["logprob"]);  // greedy: the most likely, listed first
+    std::string from_bytes;
+    for (const json& b : c["bytes"]) from_bytes += static_cast<char>(b.get<int>());
+    EXPECT_EQ(from_bytes, c["token"].get<std::string>());
+    said += from_bytes;
+  }
+  EXPECT_EQ(said, chat["choices"][0]["message"]["content"]);
+  for (const char* bad : {R"({"prompt":"x","logprobs":2,"stream":true})", R"({"prompt":"x","logprobs":21})",
+                          R"({"prompt":"x","logprobs":-1})",
+                          R"({"messages":[{"role":"user","content":"hi"}],"top_logprobs":2})"}) {
+    const auto [st, e] = post(server.port(), std::string(bad).find("messages") != std::string::npos
+                                                 ? "/v1/chat/completions"
+                                                 : "/v1/completions",
+                              bad);
+    EXPECT_EQ(st, 400) << bad << " " << e.dump();
+  }
+  EXPECT_EQ(server.stop(), 0);
+}
+
 // zenmoe batch: an answer line per request line (blank lines skipped), the same answers as
 // `zenmoe run` and serve, the prefix kept from one request to the next, refused lines answered
 // with an error, and the output file written whole or not at all.
@@ -521,10 +597,11 @@ TEST_F(ServeCli, BatchParallelRunsRequestsSideBySide) {
   const fs::path in = dir_ / "requests.jsonl";
   {
     std::ofstream f(in);
-    for (size_t i = 0; i < prompts.size(); ++i)
-      f << json{{"id", i}, {"prompt", prompts[i]}, {"max_tokens", max_tokens[i]}, {"temperature", 0}, {"ignore_eos", true}}
-               .dump()
-        << "\n";
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      json r = {{"id", i}, {"prompt", prompts[i]}, {"max_tokens", max_tokens[i]}, {"temperature", 0}, {"ignore_eos", true}};
+      if (i == 1) r["logprobs"] = 2;
+      f << r.dump() << "\n";
+    }
   }
   const std::string base = "batch -m '" + kModel + "' -t 1 -c 64";
   const auto par = zenmoe(base + " -np 3 -i '" + in.string() + "'");
@@ -537,6 +614,10 @@ TEST_F(ServeCli, BatchParallelRunsRequestsSideBySide) {
     EXPECT_EQ(lines[i]["id"], i);
     EXPECT_EQ(lines[i]["usage"]["completion_tokens"], max_tokens[i]);
     EXPECT_EQ(lines[i]["finish_reason"], "length");
+    EXPECT_EQ(lines[i].contains("logprobs"), i == 1);
+    if (i == 1) {
+      EXPECT_EQ(lines[i]["logprobs"]["token_logprobs"].size(), static_cast<size_t>(max_tokens[i]));
+    }
     if (i >= 3) continue;
     const fs::path one = dir_ / ("one" + std::to_string(i) + ".jsonl");
     std::ofstream(one) << json{{"prompt", prompts[i]}, {"max_tokens", max_tokens[i]}, {"temperature", 0},

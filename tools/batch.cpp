@@ -112,12 +112,13 @@ Request read_request(const Session& session, const std::string& text, int64_t li
   return r;
 }
 
-// Completes the answer of a request that ran with "text", "finish_reason", "usage" and
-// "timings". Decode time and tokens are added to the totals by the caller.
-void complete(Request& r, const Session::Outcome& o, Totals& totals) {
+// Completes the answer of a request that ran with "text", "finish_reason", "logprobs" (when
+// asked for), "usage" and "timings". Decode time and tokens are added to the totals by the caller.
+void complete(const Session& session, Request& r, const Session::Outcome& o, Totals& totals) {
   const Job& job = *r.job;
   r.out["text"] = Session::visible(o.d, job.limits);
   r.out["finish_reason"] = Session::finish_reason(o.d);
+  if (job.limits.top_logprobs >= 0) r.out["logprobs"] = session.logprobs(job, o.d);
   r.out["usage"] = Session::usage(job, o);
   r.out["timings"] = Session::timings(job, o);
   ++totals.answered;
@@ -132,7 +133,7 @@ Status answer(Session& session, Request& r, Totals& totals) {
   if (!r.job) return Status::ok();
   auto o = session.run(*r.job, [](const std::string&) { return true; });
   if (!o) return Error{"line " + std::to_string(r.out["line"].get<int64_t>()) + ": " + o.error()};
-  complete(r, *o, totals);
+  complete(session, r, *o, totals);
   totals.decode_evals += o->d.evals;
   totals.decode_s += o->d.seconds;
   return Status::ok();
@@ -169,7 +170,7 @@ Status answer_all(Session& session, std::vector<Request>& all, const std::vector
       if (failed.empty()) failed = "line " + std::to_string(all[i].out["line"].get<int64_t>()) + ": ";
       return;
     }
-    complete(all[i], *o, totals);
+    complete(session, all[i], *o, totals);
     ready[i] = true;
     flush();
   };

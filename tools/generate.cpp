@@ -1,7 +1,10 @@
 #include "tools/generate.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <span>
 #include <utility>
 
@@ -27,9 +30,36 @@ bool completes_stop(const std::vector<std::string>& stops, const std::string& sa
   return false;
 }
 
-Generation::Generation(const tok::Tokenizer& tk, Sampler& sampler, const DecodeLimits& limits,
+Generation::Generation(const tok::Tokenizer& tk, Sampler& sampler, const DecodeLimits& limits, int n_vocab,
                        std::function<bool(const std::string&)> on_text)
-    : tk_(tk), sampler_(sampler), limits_(limits), on_text_(std::move(on_text)), dec_(tk) {}
+    : tk_(tk), sampler_(sampler), limits_(limits), n_vocab_(n_vocab), on_text_(std::move(on_text)), dec_(tk) {}
+
+TokenLogprob token_logprob(const float* logits, int n_vocab, int32_t token, int top) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < n_vocab; ++i) max = std::max(max, logits[i]);
+  double sum = 0;
+  for (int i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max);
+  const double lse = max + std::log(sum);
+  TokenLogprob lp;
+  lp.token = token;
+  lp.logprob = static_cast<float>(logits[token] - lse);
+  // The `top` largest logits: a min-heap of the best so far, then sorted.
+  const auto better = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
+  std::vector<int32_t> heap;
+  for (int32_t i = 0; i < n_vocab && top > 0; ++i) {
+    if (static_cast<int>(heap.size()) < top) {
+      heap.push_back(i);
+      std::push_heap(heap.begin(), heap.end(), better);
+    } else if (better(i, heap.front())) {
+      std::pop_heap(heap.begin(), heap.end(), better);
+      heap.back() = i;
+      std::push_heap(heap.begin(), heap.end(), better);
+    }
+  }
+  std::sort(heap.begin(), heap.end(), better);
+  for (int32_t i : heap) lp.top.emplace_back(i, static_cast<float>(logits[i] - lse));
+  return lp;
+}
 
 void Generation::out(const std::string& text) {
   if (text.empty()) return;
@@ -49,6 +79,7 @@ std::optional<int32_t> Generation::step(const float* logits, int past, int n_ctx
   }
   sampler_.accept(next);
   ++d_.generated;
+  if (limits_.top_logprobs >= 0) d_.logprobs.push_back(token_logprob(logits, n_vocab_, next, limits_.top_logprobs));
   const std::string piece = dec_.push(next);
   out(piece);
   const bool at_limit = limits_.n_predict >= 0 && d_.generated >= limits_.n_predict;
@@ -77,7 +108,7 @@ Decoded Generation::finish() {
 
 Expected<Decoded> decode_loop(Executor& ex, const tok::Tokenizer& tk, Sampler& sampler, std::vector<float>& logits,
                               const DecodeLimits& limits, const std::function<bool(const std::string&)>& on_text) {
-  Generation g(tk, sampler, limits, on_text);
+  Generation g(tk, sampler, limits, ex.n_vocab(), on_text);
   while (const std::optional<int32_t> next = g.step(logits.data(), ex.n_past(), ex.n_ctx())) {
     const auto t0 = std::chrono::steady_clock::now();
     ZENMOE_RETURN_IF_ERROR(ex.eval(std::span<const int32_t>(&*next, 1), logits.data(), false));

@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/status.h"
@@ -20,6 +21,18 @@ struct DecodeLimits {
   int64_t n_predict = -1;          // tokens to generate; -1: no limit
   bool ignore_eos = false;         // end-of-generation tokens are sampled like any other
   std::vector<std::string> stops;  // stop once the generated text holds one of these
+  // >= 0: record each generated token's log-probability and this many most likely tokens
+  // (Decoded::logprobs).
+  int top_logprobs = -1;
+};
+
+// A generated token's log-probability under the model (the log-softmax of its logits as the
+// model gave them: before penalties, filters and temperature) and the most likely tokens at
+// that step, most likely first (ties by id).
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
 };
 
 // kCancelled: on_text returned false (the reader went away).
@@ -33,6 +46,7 @@ struct Decoded {
   StopReason why = StopReason::kLength;
   std::vector<int32_t> evaluated;   // the tokens that went through the model, in order
   std::vector<int32_t> unevaluated;  // the last sampled token when a limit or stop text came first
+  std::vector<TokenLogprob> logprobs;  // per generated token, when DecodeLimits::top_logprobs >= 0
 };
 
 // n / s with two decimals ("n/a" when either is 0): the tok/s figures of summary lines.
@@ -42,14 +56,17 @@ std::string rate(double n, double s);
 // stop text starts goes to *at.
 bool completes_stop(const std::vector<std::string>& stops, const std::string& said, size_t added, size_t* at = nullptr);
 
+// The log-probability of `token` under one row of n_vocab logits, and the `top` most likely.
+TokenLogprob token_logprob(const float* logits, int n_vocab, int32_t token, int top);
+
 // One sequence's decode loop a token at a time, for callers that evaluate the tokens
 // themselves (several sequences in one batch): step() samples from the last evaluated
 // position's logits and streams the text, then says which token to evaluate next, or that the
 // generation is over.
 class Generation {
  public:
-  // All must outlive the generation; on_text as for decode_loop.
-  Generation(const tok::Tokenizer& tk, Sampler& sampler, const DecodeLimits& limits,
+  // All must outlive the generation; on_text as for decode_loop; n_vocab: logits per row.
+  Generation(const tok::Tokenizer& tk, Sampler& sampler, const DecodeLimits& limits, int n_vocab,
              std::function<bool(const std::string&)> on_text);
   // `past`: the positions the sequence holds, of a context of n_ctx. Returns the token to
   // evaluate next, or nothing when the generation stopped (done() then holds why).
@@ -63,6 +80,7 @@ class Generation {
   const tok::Tokenizer& tk_;
   Sampler& sampler_;
   const DecodeLimits& limits_;
+  int n_vocab_;
   std::function<bool(const std::string&)> on_text_;
   tok::StreamDecoder dec_;
   Decoded d_;

@@ -288,6 +288,7 @@ class Server {
       json out = envelope(job, id, false);
       const std::string text = Session::visible(o->d, job.limits);
       out["choices"] = json::array({choice(job, text, Session::finish_reason(o->d), false)});
+      out["choices"][0]["logprobs"] = session_.logprobs(job, o->d);
       out["usage"] = Session::usage(job, *o);
       out["timings"] = Session::timings(job, *o);
       log_request(id, job, *o);

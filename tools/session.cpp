@@ -191,6 +191,20 @@ std::variant<Job, BadRequest> Session::parse(const json& body, bool chat) const 
     for (const std::string& x : job.limits.stops)
       if (x.empty()) return BadRequest{400, "'stop' strings must not be empty"};
   }
+  // Log-probabilities: completions "logprobs": N (the N most likely tokens too); chat
+  // "logprobs": true with "top_logprobs": N.
+  int64_t top = -1;
+  if (chat) {
+    bool want = false;
+    if (auto bad = read_bool(body, "logprobs", &want)) return *bad;
+    if (auto bad = read_int(body, "top_logprobs", 0, kMaxTopLogprobs, &top)) return *bad;
+    if (top >= 0 && !want) return BadRequest{400, "'top_logprobs' needs 'logprobs': true"};
+    if (want) top = std::max<int64_t>(top, 0);
+  } else if (auto bad = read_int(body, "logprobs", 0, kMaxTopLogprobs, &top)) {
+    return *bad;
+  }
+  if (top >= 0 && job.stream) return BadRequest{400, "log-probabilities are not streamed: ask without 'stream'"};
+  job.limits.top_logprobs = static_cast<int>(top);
   job.limits.n_predict = max_tokens;
   job.limits.ignore_eos = ignore_eos;
   job.sampling.temp = static_cast<float>(temp);
@@ -278,7 +292,7 @@ Status Session::run_all(const JobFeed& feed, StepTotals* totals) {
     sl.o.prompt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::vector<int32_t>& held = held_[static_cast<size_t>(s)];
     held.insert(held.end(), rest.begin(), rest.end());
-    sl.gen = std::make_unique<Generation>(tk_, *sl.sampler, job->limits,
+    sl.gen = std::make_unique<Generation>(tk_, *sl.sampler, job->limits, ex_->n_vocab(),
                                           [&feed, job](const std::string& text) { return feed.on_text(job, text); });
     sl.job = job;
     const std::optional<int32_t> first = sl.gen->step(logits.data(), ex_->n_past(), ex_->n_ctx());
@@ -334,6 +348,42 @@ std::string Session::visible(const Decoded& d, const DecodeLimits& limits) {
   size_t cut = d.text.size();
   for (const std::string& s : limits.stops) cut = std::min(cut, d.text.find(s));
   return d.text.substr(0, std::min(cut, d.text.size()));
+}
+
+json Session::logprobs(const Job& job, const Decoded& d) const {
+  if (job.limits.top_logprobs < 0) return nullptr;
+  // The tokens whose text starts within the text the client sees (before a stop string).
+  const size_t shown = visible(d, job.limits).size();
+  const auto bytes = [](std::string_view piece) {
+    json b = json::array();
+    for (char c : piece) b.push_back(static_cast<unsigned char>(c));
+    return b;
+  };
+  json tokens = json::array(), token_lp = json::array(), top = json::array(), offsets = json::array(),
+       content = json::array();
+  size_t at = 0;
+  for (const TokenLogprob& t : d.logprobs) {
+    if (at >= shown) break;
+    const std::string piece(tk_.piece(t.token));
+    if (job.chat) {
+      json alts = json::array();
+      for (const auto& [id, lp] : t.top) {
+        const std::string alt(tk_.piece(id));
+        alts.push_back({{"token", alt}, {"logprob", lp}, {"bytes", bytes(alt)}});
+      }
+      content.push_back({{"token", piece}, {"logprob", t.logprob}, {"bytes", bytes(piece)}, {"top_logprobs", alts}});
+    } else {
+      tokens.push_back(piece);
+      token_lp.push_back(t.logprob);
+      offsets.push_back(at);
+      json alts = json::object();
+      for (const auto& [id, lp] : t.top) alts[std::string(tk_.piece(id))] = lp;
+      top.push_back(alts);
+    }
+    at += piece.size();
+  }
+  if (job.chat) return {{"content", content}};
+  return {{"tokens", tokens}, {"token_logprobs", token_lp}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
 const char* Session::finish_reason(const Decoded& d) {

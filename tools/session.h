@@ -27,6 +27,9 @@ namespace zenmoe::tools {
 
 using json = nlohmann::json;
 
+// Most likely alternatives a request may ask for per generated token.
+inline constexpr int kMaxTopLogprobs = 20;
+
 // A request refused: the HTTP status and the message of its JSON error object.
 struct BadRequest {
   int status = 400;
@@ -111,6 +114,10 @@ class Session {
 
   // The generated text as the client sees it: cut where a stop string starts.
   static std::string visible(const Decoded& d, const DecodeLimits& limits);
+  // OpenAI's logprobs object of a choice, for the tokens whose text starts in the visible text
+  // (completions: tokens, token_logprobs, top_logprobs, text_offset from the completion's
+  // start; chat: content[] of token, logprob, bytes, top_logprobs); null when not asked for.
+  json logprobs(const Job& job, const Decoded& d) const;
   // OpenAI's finish_reason: "length" (max_tokens or the context), else "stop".
   static const char* finish_reason(const Decoded& d);
   // OpenAI's usage object (with prompt_tokens_details.cached_tokens) and llama.cpp's timings.
