@@ -319,20 +319,25 @@ class Server {
         pending->cv.wait(lock, [&] { return !pending->text.empty() || pending->result.has_value(); });
         const std::string piece = std::exchange(pending->text, std::string());
         text += piece;
-        size_t hold = 0;  // the longest tail of text that starts a stop string
-        for (const std::string& s : job.limits.stops)
-          for (size_t k = std::min(s.size() - 1, text.size()); k > hold; --k)
+        // What may go out: up to the first stop string, less the longest tail that could
+        // start one. Woken by the outcome alone, nothing is new: the last chunk sends the rest.
+        size_t limit = text.size();
+        for (const std::string& s : job.limits.stops) {
+          const size_t found = text.find(s, sent >= s.size() ? sent - s.size() + 1 : 0);
+          if (found != std::string::npos) limit = std::min(limit, found);
+          for (size_t k = std::min(s.size() - 1, text.size()); k > text.size() - limit; --k)
             if (text.compare(text.size() - k, k, s, 0, k) == 0) {
-              hold = k;
+              limit = text.size() - k;
               break;
             }
-        if (open && text.size() - hold > sent && !completes_stop(job.limits.stops, text, piece.size())) {
+        }
+        if (open && !piece.empty() && limit > sent) {
           json c = envelope(job, id, true);
-          c["choices"] = json::array({choice(job, text.substr(sent, text.size() - hold - sent), nullptr, true)});
+          c["choices"] = json::array({choice(job, text.substr(sent, limit - sent), nullptr, true)});
           lock.unlock();
           open = event(c);
           lock.lock();
-          sent = text.size() - hold;
+          sent = limit;
         }
         if (!open) {  // the client went away
           pending->cancelled = true;
