@@ -71,6 +71,8 @@ class Executor;
 // sequence of ex (no two the same) with room for one more position, every id a row of the
 // embedding table (n_rows of them).
 Status check_eval_seqs(const Executor& ex, std::span<const int32_t> tokens, std::span<const int> seqs, int64_t n_rows);
+// The checks copy_seq makes: both sequences of ex, n within what src holds.
+Status check_copy_seq(const Executor& ex, int src, int dst, int n);
 
 // Node n's key in profiles: its op kind's name, or with kNode "op:name", name being its first
 // output's value name without a leading "blk.N." (e.g. "matmul:q_lat" for every layer's q_lat).
@@ -119,6 +121,9 @@ class Executor {
   virtual int selected_seq() const { return 0; }
   // Positions sequence s holds (n_past() of the selected one).
   virtual int seq_past(int s) const { return s == 0 ? n_past() : 0; }
+  // Sequence dst becomes the first n positions of sequence src (0 <= n <= seq_past(src)): their
+  // KV cache rows are copied, so a prompt two sequences share is evaluated once.
+  virtual Status copy_seq(int src, int dst, int n);
   // One token for each of several distinct sequences, appended at each one's next position in
   // one pass over the weights (batched decoding); logits [n][n_vocab] in the order given. The
   // selected sequence stays selected. Checks every token, sequence and context limit before

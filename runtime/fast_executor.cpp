@@ -115,6 +115,7 @@ class Impl final : public FastExecutor {
     return s == seq_ ? n_past_ : s >= 0 && s < n_seq() ? seq_past_[static_cast<size_t>(s)] : 0;
   }
   Status eval_seqs(std::span<const int32_t> tokens, std::span<const int> seqs, float* logits) override;
+  Status copy_seq(int src, int dst, int n) override;
   void reset() override { n_past_ = 0; }
   std::vector<KvCacheRows> kv_caches() override { return refexec::kv_cache_rows(cm_->graph, tensors_); }
   Status rewind(int n) override;
@@ -796,6 +797,26 @@ Status Impl::select_seq(int s) {
   // the other sequence's: made again from this one's rows.
   for (const Step& st : steps_)
     if (st.mla) st.mla->rows_replaced(*st.in[4], 0, n_past_);
+  return Status::ok();
+}
+
+Status Impl::copy_seq(int src, int dst, int n) {
+  if (src == dst) return Executor::copy_seq(src, dst, n);  // a rewind
+  ZENMOE_RETURN_IF_ERROR(check_copy_seq(*this, src, dst, n));
+  const int64_t rows = n_ctx_;
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    if (seq_bytes_[i] == 0) continue;
+    const int64_t row = seq_bytes_[i] / rows;
+    std::memcpy(states_[i].get() + static_cast<int64_t>(dst) * seq_bytes_[i],
+                states_[i].get() + static_cast<int64_t>(src) * seq_bytes_[i], static_cast<size_t>(n * row));
+  }
+  if (dst == seq_) {
+    n_past_ = n;
+    for (const Step& st : steps_)
+      if (st.mla) st.mla->rows_replaced(*st.in[4], 0, n);
+  } else {
+    seq_past_[static_cast<size_t>(dst)] = n;
+  }
   return Status::ok();
 }
 

@@ -49,6 +49,26 @@ Status Executor::select_seq(int s) {
   return Status::ok();
 }
 
+Status check_copy_seq(const Executor& ex, int src, int dst, int n) {
+  if (src < 0 || src >= ex.n_seq() || dst < 0 || dst >= ex.n_seq())
+    return Error{"copy of sequence " + std::to_string(src) + " to " + std::to_string(dst) + ": sequences are 0.." +
+                 std::to_string(ex.n_seq() - 1)};
+  if (n < 0 || n > ex.seq_past(src))
+    return Error{"copy of " + std::to_string(n) + " positions: sequence " + std::to_string(src) + " holds " +
+                 std::to_string(ex.seq_past(src))};
+  return Status::ok();
+}
+
+// One sequence, or a copy onto itself: its first n positions kept.
+Status Executor::copy_seq(int src, int dst, int n) {
+  ZENMOE_RETURN_IF_ERROR(check_copy_seq(*this, src, dst, n));
+  if (src != dst) return Error{"this engine cannot copy one sequence into another"};
+  const int selected = selected_seq();
+  ZENMOE_RETURN_IF_ERROR(select_seq(dst));
+  ZENMOE_RETURN_IF_ERROR(rewind(n));
+  return select_seq(selected);
+}
+
 Status Executor::eval_seqs(std::span<const int32_t> tokens, std::span<const int> seqs, float* logits) {
   ZENMOE_RETURN_IF_ERROR(check_eval_seqs(*this, tokens, seqs, n_vocab()));
   const int selected = selected_seq();

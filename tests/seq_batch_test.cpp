@@ -148,6 +148,37 @@ TEST_P(SeqBatch, SequencesKeepTheirOwnPositions) {
   EXPECT_LT(rel_diff(again.data(), two.data(), nv), 2e-3);
 }
 
+// copy_seq: a sequence given another's first positions goes on as that one did from there,
+// selected or not when copied into; the source keeps its own; bad copies are refused.
+TEST_P(SeqBatch, CopiedPositionsGoOnAsTheOriginal) {
+  auto ex = make(3);
+  ASSERT_TRUE(ex);
+  const int nv = ex->n_vocab();
+  const std::vector<int32_t> p = tokens(14, 51, nv);
+  const std::span<const int32_t> head(p.data(), 9), tail(p.data() + 9, 5);
+  std::vector<float> want(static_cast<size_t>(nv)), got(want.size());
+  ASSERT_TRUE(ex->eval(head, want.data(), false).is_ok());
+  ASSERT_TRUE(ex->eval(tail, want.data(), false).is_ok());
+  for (int dst : {1, 2}) {
+    if (dst == 2) {  // copied into the selected sequence
+      ASSERT_TRUE(ex->select_seq(2).is_ok());
+    }
+    ASSERT_TRUE(ex->copy_seq(0, dst, 9).is_ok());
+    EXPECT_EQ(ex->seq_past(dst), 9);
+    EXPECT_EQ(ex->seq_past(0), 14);
+    ASSERT_TRUE(ex->select_seq(dst).is_ok());
+    EXPECT_EQ(ex->n_past(), 9);
+    ASSERT_TRUE(ex->eval(tail, got.data(), false).is_ok());
+    EXPECT_LT(rel_diff(want.data(), got.data(), nv), 2e-3) << dst;
+  }
+  ASSERT_TRUE(ex->copy_seq(1, 1, 3).is_ok());  // onto itself: a rewind
+  EXPECT_EQ(ex->seq_past(1), 3);
+  EXPECT_FALSE(ex->copy_seq(1, 0, 4).is_ok());  // more than it holds
+  EXPECT_FALSE(ex->copy_seq(0, 3, 1).is_ok());
+  EXPECT_FALSE(ex->copy_seq(-1, 0, 0).is_ok());
+  EXPECT_EQ(ex->seq_past(0), 14);
+}
+
 // Bad batches: nothing is evaluated, every sequence keeps its positions.
 TEST_P(SeqBatch, BadBatchesAreRefusedWhole) {
   auto ex = make(3, 8);
