@@ -549,6 +549,38 @@ TEST_F(ServeCli, BatchAnswersEveryLine) {
   EXPECT_FALSE(fs::exists(missing));
 }
 
+// batch --parallel: a request starting beside another that holds its beginning (a shared
+// document) takes those cache rows instead of evaluating them: as many positions kept as when
+// the requests run one after another, and the same answers.
+TEST_F(ServeCli, BatchParallelSharesAPromptsBeginningAcrossSequences) {
+  const std::string doc =
+      "The harbour town kept its lighthouse lit every night of the year, and the keeper wrote the "
+      "weather, the ships and the tides in a thick book that nobody read. ";
+  const fs::path in = dir_ / "requests.jsonl";
+  {
+    std::ofstream f(in);
+    for (const char* q : {"Who read the book?", "What was lit?", "Where was the town?"})
+      f << json{{"prompt", doc + q}, {"max_tokens", 6}, {"temperature", 0}, {"ignore_eos", true}}.dump() << "\n";
+  }
+  const std::string base = "batch -m '" + kModel + "' -t 1 -c 256 -i '" + in.string() + "'";
+  const auto one = zenmoe(base);
+  const auto two = zenmoe(base + " -np 2");
+  ASSERT_EQ(one.status, 0) << one.err;
+  ASSERT_EQ(two.status, 0) << two.err;
+  std::istringstream a(one.out), b(two.out);
+  std::string la, lb;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(std::getline(a, la) && std::getline(b, lb));
+    const json ja = json::parse(la), jb = json::parse(lb);
+    EXPECT_EQ(jb["text"], ja["text"]) << i;
+    const int kept = jb["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>();
+    EXPECT_EQ(kept, ja["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>()) << i;
+    if (i > 0) {
+      EXPECT_GT(kept, 20) << i;
+    }
+  }
+}
+
 // zenmoe batch --sort: requests run in the order of their prompts' tokens, so the two sharing a
 // beginning follow each other and the second keeps it; answers stay in input order and equal
 // those of the unsorted run (greedy, reference engine).
@@ -587,9 +619,10 @@ TEST_F(ServeCli, BatchSortRunsRequestsSharingABeginningTogether) {
 }
 
 // zenmoe batch --parallel: requests run side by side, one decode batch over all running ones.
-// The three that start together (each in a fresh sequence) answer exactly as each does alone
-// on the fast engine; the two after them take the slots the first to finish free; answers stay
-// in input order; the reference engine, which holds one sequence, is refused with one line.
+// The three that start together answer exactly as each does alone on the fast engine (short
+// prompts: a kept beginning-of-sequence row changes nothing); the two after them take the
+// slots the first to finish free; answers stay in input order; the reference engine, which
+// holds one sequence, is refused with one line.
 TEST_F(ServeCli, BatchParallelRunsRequestsSideBySide) {
   const std::vector<std::string> prompts = {"The quick brown fox", "Quarterly report of the bank:", "Once upon a time",
                                             "A list of prime numbers:", "Dear diary,"};

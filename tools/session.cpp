@@ -234,8 +234,20 @@ Expected<size_t> Session::keep_prefix(int s, const std::vector<int32_t>& prompt)
     ex_->reset();
     held.clear();
   }
-  const size_t m = shared_prefix(s, prompt);
-  ZENMOE_RETURN_IF_ERROR(ex_->rewind(static_cast<int>(m)));
+  size_t m = shared_prefix(s, prompt);
+  // Another sequence holding more of the prompt (a shared system prompt or document) gives its
+  // rows instead of them being evaluated again.
+  int from = s;
+  for (int k = 0; k < ex_->n_seq(); ++k) {
+    const std::vector<int32_t>& other = held_[static_cast<size_t>(k)];
+    if (k == s || other.size() != static_cast<size_t>(ex_->seq_past(k))) continue;
+    if (const size_t mk = shared_prefix(k, prompt); mk > m) m = mk, from = k;
+  }
+  ZENMOE_RETURN_IF_ERROR(ex_->copy_seq(from, s, static_cast<int>(m)));
+  if (from != s) {
+    const std::vector<int32_t>& other = held_[static_cast<size_t>(from)];
+    held.assign(other.begin(), other.begin() + static_cast<std::ptrdiff_t>(m));
+  }
   held.resize(m);
   return m;
 }

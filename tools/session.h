@@ -136,7 +136,7 @@ class Session {
   // Per sequence, the tokens whose positions the executor holds.
   std::vector<std::vector<int32_t>> held_;
   // Selects sequence s and keeps the positions `prompt` shares with it (at most all but its last
-  // token); returns how many.
+  // token), or takes them from another sequence that holds more of the prompt; returns how many.
   Expected<size_t> keep_prefix(int s, const std::vector<int32_t>& prompt);
   // How many positions keep_prefix(s, prompt) would keep.
   size_t shared_prefix(int s, const std::vector<int32_t>& prompt) const;
