@@ -18,6 +18,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -282,7 +283,8 @@ TEST_F(ServeCli, BadRequestsGetJsonErrorsAndTheServerGoesOn) {
   expect_error("/v1/completions", R"({"prompt":"hi","max_tokens":-5})", 400, "'max_tokens' must be in");
   expect_error("/v1/completions", R"({"prompt":"hi","max_tokens":1.5})", 400, "'max_tokens' must be an integer");
   expect_error("/v1/completions", R"({"prompt":"hi","top_p":2})", 400, "'top_p' must be in");
-  expect_error("/v1/completions", R"({"prompt":"hi","n":2})", 400, "'n' must be in");
+  expect_error("/v1/completions", R"({"prompt":"hi","n":17})", 400, "'n' must be in");
+  expect_error("/v1/completions", R"({"prompt":"hi","n":2,"stream":true})", 400, "several choices are not streamed");
   expect_error("/v1/completions", R"({"prompt":"hi","stop":[""]})", 400, "must not be empty");
   expect_error("/v1/completions", R"({"prompt":"hi","stop":5})", 400, "'stop' must be a string or an array");
   expect_error("/v1/completions", R"({"prompt":"hi","stream":"yes"})", 400, "'stream' must be true or false");
@@ -399,6 +401,36 @@ TEST_F(ServeCli, ParallelRequestsAnswerAsEachDoesAlone) {
   EXPECT_EQ(std::count(all.begin(), all.end(), '\n'), 4) << all;  // the banner and one line per request
   testing_cli::expect_one_line_error(zenmoe("serve -m '" + kModel + "' --ref -np 2 --port 0"), "serve --ref -np 2",
                                      "needs the fast engine");
+}
+
+// "n": several choices of one prompt, side by side on the fast engine: choice i is what the
+// same request asking for one gives with the seed + i (asked in turn of a second server, so
+// that each evaluates the same part of the prompt as its choice did: the first all of it, the
+// others its last token); usage counts the prompt once.
+TEST_F(ServeCli, ChoicesAreTheSameRequestWithTheNextSeeds) {
+  ServerProcess server, single;
+  std::string log;
+  ASSERT_TRUE(server.start("-m '" + kModel + "' -t 1 -c 128 -np 3", dir_, &log)) << log;
+  ASSERT_TRUE(single.start("-m '" + kModel + "' -t 1 -c 128", dir_, &log)) << log;
+  const std::string req = R"({"prompt":"Once upon a time","max_tokens":6,"temperature":1.5,"top_k":0,"top_p":1,)"
+                          R"("min_p":0,"ignore_eos":true,)";
+  const auto [status, many] = post(server.port(), "/v1/completions", req + R"("n":3,"seed":40})");
+  ASSERT_EQ(status, 200) << many.dump();
+  ASSERT_EQ(many["choices"].size(), 3u);
+  std::set<std::string> distinct;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(many["choices"][i]["index"], i);
+    const auto [st, one] = post(single.port(), "/v1/completions", req + R"("seed":)" + std::to_string(40 + i) + "}");
+    ASSERT_EQ(st, 200) << one.dump();
+    EXPECT_EQ(many["choices"][i]["text"], one["choices"][0]["text"]) << i;
+    distinct.insert(many["choices"][i]["text"].get<std::string>());
+  }
+  EXPECT_GT(distinct.size(), 1u);  // sampled at a high temperature: not all alike
+  EXPECT_EQ(many["usage"]["completion_tokens"], 18);
+  const int prompt = many["usage"]["prompt_tokens"].get<int>();
+  EXPECT_EQ(many["usage"]["total_tokens"], prompt + 18);
+  EXPECT_EQ(server.stop(), 0);
+  EXPECT_NE(server.log().find("generated 18 tokens in 3 choices"), std::string::npos) << server.log();
 }
 
 // SIGTERM while a request generates: it ends at its next token with what it has (status 200,
@@ -625,14 +657,15 @@ TEST_F(ServeCli, BatchSortRunsRequestsSharingABeginningTogether) {
 // holds one sequence, is refused with one line.
 TEST_F(ServeCli, BatchParallelRunsRequestsSideBySide) {
   const std::vector<std::string> prompts = {"The quick brown fox", "Quarterly report of the bank:", "Once upon a time",
-                                            "A list of prime numbers:", "Dear diary,"};
-  const std::vector<int> max_tokens = {3, 9, 6, 5, 4};
+                                            "A list of prime numbers:", "Dear diary,", "Two answers:"};
+  const std::vector<int> max_tokens = {3, 9, 6, 5, 4, 4};
   const fs::path in = dir_ / "requests.jsonl";
   {
     std::ofstream f(in);
     for (size_t i = 0; i < prompts.size(); ++i) {
       json r = {{"id", i}, {"prompt", prompts[i]}, {"max_tokens", max_tokens[i]}, {"temperature", 0}, {"ignore_eos", true}};
       if (i == 1) r["logprobs"] = 2;
+      if (i == 5) r["n"] = 2;
       f << r.dump() << "\n";
     }
   }
@@ -645,6 +678,12 @@ TEST_F(ServeCli, BatchParallelRunsRequestsSideBySide) {
   ASSERT_EQ(lines.size(), prompts.size()) << par.out;
   for (size_t i = 0; i < prompts.size(); ++i) {
     EXPECT_EQ(lines[i]["id"], i);
+    if (i == 5) {  // two choices
+      ASSERT_EQ(lines[i]["choices"].size(), 2u) << lines[i].dump();
+      EXPECT_EQ(lines[i]["choices"][1]["finish_reason"], "length");
+      EXPECT_EQ(lines[i]["usage"]["completion_tokens"], 2 * max_tokens[i]);
+      continue;
+    }
     EXPECT_EQ(lines[i]["usage"]["completion_tokens"], max_tokens[i]);
     EXPECT_EQ(lines[i]["finish_reason"], "length");
     EXPECT_EQ(lines[i].contains("logprobs"), i == 1);
@@ -659,7 +698,7 @@ TEST_F(ServeCli, BatchParallelRunsRequestsSideBySide) {
     ASSERT_EQ(alone.status, 0) << alone.err;
     EXPECT_EQ(lines[i]["text"], json::parse(alone.out)["text"]) << i;
   }
-  EXPECT_TRUE(std::regex_search(par.err, std::regex(R"(batch: 5 requests answered, 0 refused .* generated 27 tokens)")))
+  EXPECT_TRUE(std::regex_search(par.err, std::regex(R"(batch: 6 requests answered, 0 refused .* generated 35 tokens)")))
       << par.err;
   testing_cli::expect_one_line_error(zenmoe(base + " --ref -np 2 -i '" + in.string() + "'"), "--ref -np 2",
                                      "needs the fast engine");

@@ -89,13 +89,17 @@ struct Totals {
 
 // A request line: its answer so far ({"line", "id" when the request has one, and "error" when it
 // is refused}) and, unless refused, the job.
+// A request line: its answer so far ({"line", "id" when the request has one, and "error" when it
+// is refused}) and, unless refused, the job, its choices' runs and their outcomes as they end.
 struct Request {
   json out;
   std::optional<Job> job;
+  std::vector<Job> runs;
+  std::vector<std::optional<Session::Outcome>> outcomes;
 };
 
 Request read_request(const Session& session, const std::string& text, int64_t line_no, Totals& totals) {
-  Request r{json{{"line", line_no}}, std::nullopt};
+  Request r{json{{"line", line_no}}, std::nullopt, {}, {}};
   const json body = json::parse(text, nullptr, false);
   if (body.is_object() && body.contains("id")) r.out["id"] = body["id"];
   const bool chat = body.is_object() && body.contains("messages");
@@ -106,36 +110,53 @@ Request read_request(const Session& session, const std::string& text, int64_t li
     r.out["error"] = "'stream' has no meaning here";
   } else {
     r.job = std::move(std::get<Job>(parsed));
+    r.runs = Session::choices(*r.job);
+    r.outcomes.resize(r.runs.size());
     return r;
   }
   ++totals.refused;
   return r;
 }
 
-// Completes the answer of a request that ran with "text", "finish_reason", "logprobs" (when
-// asked for), "usage" and "timings". Decode time and tokens are added to the totals by the caller.
-void complete(const Session& session, Request& r, const Session::Outcome& o, Totals& totals) {
+// Once every choice of a request ran: its answer completed with "text", "finish_reason" and
+// "logprobs" (when asked for), or with n > 1 "choices" of those, then "usage" and "timings".
+// Decode time and tokens are added to the totals by the caller.
+void complete(const Session& session, Request& r, Totals& totals) {
   const Job& job = *r.job;
-  r.out["text"] = Session::visible(o.d, job.limits);
-  r.out["finish_reason"] = Session::finish_reason(o.d);
-  if (job.limits.top_logprobs >= 0) r.out["logprobs"] = session.logprobs(job, o.d);
+  std::vector<Session::Outcome> o;
+  for (std::optional<Session::Outcome>& c : r.outcomes) o.push_back(std::move(*c));
+  json choices = json::array();
+  for (size_t i = 0; i < o.size(); ++i) {
+    json c = {{"index", i}, {"text", Session::visible(o[i].d, job.limits)}, {"finish_reason", Session::finish_reason(o[i].d)}};
+    if (job.limits.top_logprobs >= 0) c["logprobs"] = session.logprobs(job, o[i].d);
+    choices.push_back(std::move(c));
+  }
+  if (o.size() == 1) {
+    choices[0].erase("index");
+    r.out.update(choices[0]);
+  } else {
+    r.out["choices"] = std::move(choices);
+  }
   r.out["usage"] = Session::usage(job, o);
   r.out["timings"] = Session::timings(job, o);
   ++totals.answered;
   totals.prompt += static_cast<int64_t>(job.prompt.size());
-  totals.cached += static_cast<int64_t>(o.cached);
-  totals.generated += o.d.generated;
-  totals.prompt_s += o.prompt_s;
+  totals.cached += static_cast<int64_t>(o[0].cached);
+  for (const Session::Outcome& c : o) totals.generated += c.d.generated;
+  totals.prompt_s += o[0].prompt_s;
 }
 
-// Runs a request that was not refused on its own.
+// Runs a request that was not refused on its own, its choices one after another.
 Status answer(Session& session, Request& r, Totals& totals) {
   if (!r.job) return Status::ok();
-  auto o = session.run(*r.job, [](const std::string&) { return true; });
-  if (!o) return Error{"line " + std::to_string(r.out["line"].get<int64_t>()) + ": " + o.error()};
-  complete(session, r, *o, totals);
-  totals.decode_evals += o->d.evals;
-  totals.decode_s += o->d.seconds;
+  for (size_t i = 0; i < r.runs.size(); ++i) {
+    auto o = session.run(r.runs[i], [](const std::string&) { return true; });
+    if (!o) return Error{"line " + std::to_string(r.out["line"].get<int64_t>()) + ": " + o.error()};
+    totals.decode_evals += o->d.evals;
+    totals.decode_s += o->d.seconds;
+    r.outcomes[i] = std::move(*o);
+  }
+  complete(session, r, totals);
   return Status::ok();
 }
 
@@ -144,34 +165,39 @@ Status answer(Session& session, Request& r, Totals& totals) {
 // as those before it are written.
 Status answer_all(Session& session, std::vector<Request>& all, const std::vector<size_t>& order, Sink& sink,
                   Totals& totals) {
-  std::map<const Job*, size_t> owner;  // a job's request
-  for (size_t i = 0; i < all.size(); ++i)
-    if (all[i].job) owner[&*all[i].job] = i;
-  std::vector<bool> ready(all.size());
-  for (size_t i = 0; i < all.size(); ++i) ready[i] = !all[i].job;
+  std::map<const Job*, std::pair<size_t, size_t>> owner;  // a run's request and choice
+  std::vector<const Job*> runs;                            // in the order they start
+  for (size_t i : order)
+    for (size_t k = 0; k < all[i].runs.size(); ++k) {
+      owner[&all[i].runs[k]] = {i, k};
+      runs.push_back(&all[i].runs[k]);
+    }
+  std::vector<size_t> left(all.size());  // choices still running, per request
+  for (size_t i = 0; i < all.size(); ++i) left[i] = all[i].runs.size();
   size_t written = 0, taken = 0;
   Status sink_status = Status::ok();
   const auto flush = [&] {
-    for (; written < all.size() && ready[written] && sink_status; ++written) sink_status = sink.line(dump(all[written].out));
+    for (; written < all.size() && left[written] == 0 && sink_status; ++written)
+      sink_status = sink.line(dump(all[written].out));
   };
   flush();
   Session::StepTotals steps;
   Session::JobFeed feed;
   feed.next = [&]() -> const Job* {
     if (!sink_status) return nullptr;  // the answers cannot be written: start no more
-    while (taken < order.size() && !all[order[taken]].job) ++taken;
-    return taken < order.size() ? &*all[order[taken++]].job : nullptr;
+    return taken < runs.size() ? runs[taken++] : nullptr;
   };
   feed.on_text = [](const Job*, const std::string&) { return true; };
   std::string failed;  // the first request an executor error ended
   feed.done = [&](const Job* job, Expected<Session::Outcome>&& o) {
-    const size_t i = owner.at(job);
+    const auto [i, k] = owner.at(job);
     if (!o) {  // the batch stops with the error run_all returns
       if (failed.empty()) failed = "line " + std::to_string(all[i].out["line"].get<int64_t>()) + ": ";
       return;
     }
-    complete(session, all[i], *o, totals);
-    ready[i] = true;
+    all[i].outcomes[k] = std::move(*o);
+    if (--left[i] > 0) return;
+    complete(session, all[i], totals);
     flush();
   };
   const Status st = session.run_all(feed, &steps);

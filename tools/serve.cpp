@@ -23,6 +23,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <variant>
@@ -245,10 +246,13 @@ class Server {
 
  private:
   // One line on stderr per answered request.
-  static void log_request(const std::string& id, const Job& job, const Session::Outcome& o) {
-    const double decode = o.d.seconds > 0 ? static_cast<double>(o.d.evals) / o.d.seconds : 0.0;
-    std::fprintf(stderr, "%s: prompt %zu tokens (%zu cached) in %.1f ms | generated %lld tokens, decode %.2f tok/s\n",
-                 id.c_str(), job.prompt.size(), o.cached, o.prompt_s * 1e3, static_cast<long long>(o.d.generated), decode);
+  static void log_request(const std::string& id, const Job& job, std::span<const Session::Outcome> o) {
+    const json u = Session::usage(job, o), t = Session::timings(job, o);
+    std::fprintf(stderr, "%s: prompt %zu tokens (%zu cached) in %.1f ms | generated %lld tokens%s, decode %.2f tok/s\n",
+                 id.c_str(), job.prompt.size(), u["prompt_tokens_details"]["cached_tokens"].get<size_t>(),
+                 t["prompt_ms"].get<double>(), u["completion_tokens"].get<long long>(),
+                 o.size() > 1 ? (" in " + std::to_string(o.size()) + " choices").c_str() : "",
+                 t["predicted_per_second"].get<double>());
   }
 
   json envelope(const Job& job, const std::string& id, bool chunk) const {
@@ -257,8 +261,8 @@ class Server {
             {"created", static_cast<int64_t>(std::time(nullptr))},
             {"model", alias_}};
   }
-  static json choice(const Job& job, const std::string& text, const char* finish, bool chunk) {
-    json c = {{"index", 0}, {"finish_reason", finish == nullptr ? json(nullptr) : json(finish)}};
+  static json choice(const Job& job, const std::string& text, const char* finish, bool chunk, int index = 0) {
+    json c = {{"index", index}, {"finish_reason", finish == nullptr ? json(nullptr) : json(finish)}};
     if (!job.chat) c["text"] = text;
     else if (chunk) c["delta"] = text.empty() ? json::object() : json{{"content", text}};
     else c["message"] = {{"role", "assistant"}, {"content", text}};
@@ -273,28 +277,38 @@ class Server {
       return;
     }
     const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++requests_);
-    auto pending = std::make_shared<Pending>();
-    pending->job = std::move(std::get<Job>(parsed));
-    if (!pending->job.stream) {
-      const Job& job = pending->job;
-      engine_.submit(pending);
-      std::unique_lock<std::mutex> lock(pending->mu);
-      pending->cv.wait(lock, [&] { return pending->result.has_value(); });
-      const Expected<Session::Outcome>& o = *pending->result;
-      if (!o) {
-        send_error(res, 500, o.error());
-        return;
+    Job request = std::move(std::get<Job>(parsed));
+    if (!request.stream) {  // each choice runs as a job of its own; the answer once all are done
+      std::vector<std::shared_ptr<Pending>> runs;
+      for (Job& c : Session::choices(request)) {
+        runs.push_back(std::make_shared<Pending>());
+        runs.back()->job = std::move(c);
+        engine_.submit(runs.back());
       }
-      json out = envelope(job, id, false);
-      const std::string text = Session::visible(o->d, job.limits);
-      out["choices"] = json::array({choice(job, text, Session::finish_reason(o->d), false)});
-      out["choices"][0]["logprobs"] = session_.logprobs(job, o->d);
-      out["usage"] = Session::usage(job, *o);
-      out["timings"] = Session::timings(job, *o);
-      log_request(id, job, *o);
+      std::vector<Session::Outcome> outcomes;
+      json out = envelope(request, id, false);
+      out["choices"] = json::array();
+      for (const std::shared_ptr<Pending>& p : runs) {
+        std::unique_lock<std::mutex> lock(p->mu);
+        p->cv.wait(lock, [&] { return p->result.has_value(); });
+        if (!*p->result) {
+          send_error(res, 500, p->result->error());
+          return;
+        }
+        const Decoded& d = (*p->result)->d;
+        out["choices"].push_back(choice(request, Session::visible(d, request.limits), Session::finish_reason(d), false,
+                                        static_cast<int>(outcomes.size())));
+        out["choices"].back()["logprobs"] = session_.logprobs(request, d);
+        outcomes.push_back(std::move(**p->result));
+      }
+      out["usage"] = Session::usage(request, outcomes);
+      out["timings"] = Session::timings(request, outcomes);
+      log_request(id, request, outcomes);
       res.set_content(dump(out), "application/json");
       return;
     }
+    auto pending = std::make_shared<Pending>();
+    pending->job = std::move(request);
     // Server-sent events: a chunk per piece of text, held back while it could be the start of
     // a stop string; the last chunk carries the finish reason, usage and timings; then [DONE].
     res.set_header("Cache-Control", "no-cache");
@@ -356,7 +370,7 @@ class Server {
         last["choices"] = json::array({choice(job, rest, Session::finish_reason(o->d), true)});
         last["usage"] = Session::usage(job, *o);
         last["timings"] = Session::timings(job, *o);
-        log_request(id, job, *o);
+        log_request(id, job, std::span(&*o, 1));
         event(last);
       }
       const std::string done = "data: [DONE]\n\n";

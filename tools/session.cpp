@@ -169,7 +169,7 @@ std::variant<Job, BadRequest> Session::parse(const json& body, bool chat) const 
                    read_int(body, "n_predict", -1, INT32_MAX, &max_tokens),
                    read_int(body, "top_k", -1, 1 << 30, &top_k),
                    read_int(body, "repeat_last_n", 0, 1 << 30, &last_n),
-                   read_int(body, "seed", -1, INT64_MAX, &seed), read_int(body, "n", 1, 1, &n_choices),
+                   read_int(body, "seed", -1, INT64_MAX, &seed), read_int(body, "n", 1, kMaxChoices, &n_choices),
                    read_number(body, "temperature", -1e9, 1e9, &temp),
                    read_number(body, "top_p", 0.0, 1.0, &top_p),
                    read_number(body, "min_p", 0.0, 1.0, &min_p),
@@ -204,6 +204,8 @@ std::variant<Job, BadRequest> Session::parse(const json& body, bool chat) const 
     return *bad;
   }
   if (top >= 0 && job.stream) return BadRequest{400, "log-probabilities are not streamed: ask without 'stream'"};
+  if (n_choices > 1 && job.stream) return BadRequest{400, "several choices are not streamed: ask without 'stream'"};
+  job.n = static_cast<int>(n_choices);
   job.limits.top_logprobs = static_cast<int>(top);
   job.limits.n_predict = max_tokens;
   job.limits.ignore_eos = ignore_eos;
@@ -402,20 +404,40 @@ const char* Session::finish_reason(const Decoded& d) {
   return d.why == StopReason::kLength || d.why == StopReason::kContextFull ? "length" : "stop";
 }
 
-json Session::usage(const Job& job, const Outcome& o) {
-  return {{"prompt_tokens", job.prompt.size()},
-          {"completion_tokens", o.d.generated},
-          {"total_tokens", static_cast<int64_t>(job.prompt.size()) + o.d.generated},
-          {"prompt_tokens_details", {{"cached_tokens", o.cached}}}};
+std::vector<Job> Session::choices(const Job& job) {
+  std::vector<Job> runs(static_cast<size_t>(job.n), job);
+  for (size_t i = 0; i < runs.size(); ++i) {
+    runs[i].n = 1;
+    runs[i].sampling.seed = job.sampling.seed + i;
+  }
+  return runs;
 }
-json Session::timings(const Job& job, const Outcome& o) {
-  const auto evaluated = static_cast<double>(job.prompt.size() - o.cached);
-  return {{"prompt_n", job.prompt.size() - o.cached},
-          {"prompt_ms", o.prompt_s * 1e3},
-          {"prompt_per_second", o.prompt_s > 0 ? evaluated / o.prompt_s : 0.0},
-          {"predicted_n", o.d.evals},
-          {"predicted_ms", o.d.seconds * 1e3},
-          {"predicted_per_second", o.d.seconds > 0 ? static_cast<double>(o.d.evals) / o.d.seconds : 0.0}};
+
+json Session::usage(const Job& job, std::span<const Outcome> o) {
+  int64_t generated = 0;
+  for (const Outcome& c : o) generated += c.d.generated;
+  return {{"prompt_tokens", job.prompt.size()},
+          {"completion_tokens", generated},
+          {"total_tokens", static_cast<int64_t>(job.prompt.size()) + generated},
+          {"prompt_tokens_details", {{"cached_tokens", o.empty() ? 0 : o[0].cached}}}};
+}
+
+json Session::timings(const Job& job, std::span<const Outcome> o) {
+  const Outcome none;
+  const Outcome& first = o.empty() ? none : o[0];
+  int64_t evals = 0;
+  double seconds = 0;
+  for (const Outcome& c : o) {
+    evals += c.d.evals;
+    seconds = std::max(seconds, c.d.seconds);
+  }
+  const auto evaluated = static_cast<double>(job.prompt.size() - first.cached);
+  return {{"prompt_n", job.prompt.size() - first.cached},
+          {"prompt_ms", first.prompt_s * 1e3},
+          {"prompt_per_second", first.prompt_s > 0 ? evaluated / first.prompt_s : 0.0},
+          {"predicted_n", evals},
+          {"predicted_ms", seconds * 1e3},
+          {"predicted_per_second", seconds > 0 ? static_cast<double>(evals) / seconds : 0.0}};
 }
 
 }  // namespace zenmoe::tools

@@ -43,7 +43,11 @@ struct Job {
   std::vector<int32_t> prompt;
   DecodeLimits limits;
   SamplerParams sampling;
+  int n = 1;  // choices asked for: the job runs that many times (Session::choices)
 };
+
+// Most choices a request may ask for.
+inline constexpr int kMaxChoices = 16;
 
 // j as compact JSON text; bytes that are not UTF-8 (generated text can cut a character)
 // become U+FFFD.
@@ -120,9 +124,16 @@ class Session {
   json logprobs(const Job& job, const Decoded& d) const;
   // OpenAI's finish_reason: "length" (max_tokens or the context), else "stop".
   static const char* finish_reason(const Decoded& d);
-  // OpenAI's usage object (with prompt_tokens_details.cached_tokens) and llama.cpp's timings.
-  static json usage(const Job& job, const Outcome& o);
-  static json timings(const Job& job, const Outcome& o);
+  // The runs of a job asking for n choices: n copies asking for one each, choice i seeded with
+  // the job's seed + i (the later ones take the prompt's cache rows from the first).
+  static std::vector<Job> choices(const Job& job);
+  // OpenAI's usage object (with prompt_tokens_details.cached_tokens) and llama.cpp's timings,
+  // over a job's choices: the prompt counted once (its figures from the first choice), the
+  // generated tokens of all, the decode time of the longest.
+  static json usage(const Job& job, std::span<const Outcome> o);
+  static json timings(const Job& job, std::span<const Outcome> o);
+  static json usage(const Job& job, const Outcome& o) { return usage(job, std::span(&o, 1)); }
+  static json timings(const Job& job, const Outcome& o) { return timings(job, std::span(&o, 1)); }
 
   int n_ctx() const { return ex_->n_ctx(); }
   int n_vocab() const { return ex_->n_vocab(); }
