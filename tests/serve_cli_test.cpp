@@ -146,6 +146,12 @@ class ServeCli : public ::testing::Test {
     return text;
   }
   testing_cli::CliResult zenmoe(const std::string& args) { return testing_cli::run_zenmoe(args, dir_); }
+  // The tiny model with a DeepSeek-V3 chat template, written as ds.gguf in the test's directory
+  // ("" on failure).
+  std::string chat_model() const {
+    return testing_cli::model_with_template(kModel, dir_, "ds.gguf",
+                                            "{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{{'<｜end▁of▁sentence｜>'}}");
+  }
 
   fs::path dir_;
 };
@@ -230,8 +236,7 @@ TEST_F(ServeCli, CompletionsMatchRunStreamStopAndReuseThePrompt) {
 }
 
 TEST_F(ServeCli, ChatAnswersInTheModelsFormat) {
-  const std::string ds = testing_cli::model_with_template(
-      kModel, dir_, "ds.gguf", "{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{{'<｜end▁of▁sentence｜>'}}");
+  const std::string ds = chat_model();
   ASSERT_FALSE(ds.empty());
   ServerProcess server;
   std::string log;
@@ -458,8 +463,7 @@ TEST_F(ServeCli, StopEndsARunningRequestAtItsNextToken) {
 // likely of the alternatives; the pieces join into the text, offsets follow them; chat has
 // OpenAI's content[] form; streams and bad values are refused.
 TEST_F(ServeCli, LogprobsAreTheModelsLogSoftmax) {
-  const std::string ds = testing_cli::model_with_template(
-      kModel, dir_, "ds.gguf", "{{'<｜User｜>'}}{{'<｜Assistant｜>'}}{{'<｜end▁of▁sentence｜>'}}");
+  const std::string ds = chat_model();
   ASSERT_FALSE(ds.empty());
   ServerProcess server;
   std::string log;
