@@ -29,7 +29,8 @@ Status check_eval_tokens(std::span<const int32_t> tokens, int n_past, int n_ctx,
 Status check_eval_seqs(const Executor& ex, std::span<const int32_t> tokens, std::span<const int> seqs, int64_t n_rows) {
   if (tokens.empty()) return Error{"eval: no tokens given"};
   if (tokens.size() != seqs.size())
-    return Error{"eval: " + std::to_string(tokens.size()) + " tokens for " + std::to_string(seqs.size()) + " sequences"};
+    return Error{"eval: " + std::to_string(tokens.size()) + " tokens for " + std::to_string(seqs.size()) +
+                 " sequences"};
   std::vector<bool> seen(static_cast<size_t>(ex.n_seq()), false);
   for (size_t i = 0; i < seqs.size(); ++i) {
     const int s = seqs[i];

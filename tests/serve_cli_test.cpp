@@ -495,7 +495,8 @@ TEST_F(ServeCli, LogprobsAreTheModelsLogSoftmax) {
                              out.string() + "'");
   ASSERT_EQ(logits.status, 0) << logits.err;
   std::vector<float> rows(fs::file_size(out) / sizeof(float));
-  std::ifstream(out, std::ios::binary).read(reinterpret_cast<char*>(rows.data()), static_cast<std::streamsize>(fs::file_size(out)));
+  std::ifstream(out, std::ios::binary)
+      .read(reinterpret_cast<char*>(rows.data()), static_cast<std::streamsize>(fs::file_size(out)));
   const size_t n_vocab = rows.size() / tok["tokens"].size();
   const float* last = rows.data() + rows.size() - n_vocab;
   double mx = -1e30, sum = 0;
@@ -667,7 +668,8 @@ TEST_F(ServeCli, BatchParallelRunsRequestsSideBySide) {
   {
     std::ofstream f(in);
     for (size_t i = 0; i < prompts.size(); ++i) {
-      json r = {{"id", i}, {"prompt", prompts[i]}, {"max_tokens", max_tokens[i]}, {"temperature", 0}, {"ignore_eos", true}};
+      json r = {{"id", i}, {"prompt", prompts[i]}, {"max_tokens", max_tokens[i]}, {"temperature", 0},
+                {"ignore_eos", true}};
       if (i == 1) r["logprobs"] = 2;
       if (i == 5) r["n"] = 2;
       f << r.dump() << "\n";

@@ -127,7 +127,9 @@ void complete(const Session& session, Request& r, Totals& totals) {
   for (std::optional<Session::Outcome>& c : r.outcomes) o.push_back(std::move(*c));
   json choices = json::array();
   for (size_t i = 0; i < o.size(); ++i) {
-    json c = {{"index", i}, {"text", Session::visible(o[i].d, job.limits)}, {"finish_reason", Session::finish_reason(o[i].d)}};
+    json c = {{"index", i},
+              {"text", Session::visible(o[i].d, job.limits)},
+              {"finish_reason", Session::finish_reason(o[i].d)}};
     if (job.limits.top_logprobs >= 0) c["logprobs"] = session.logprobs(job, o[i].d);
     choices.push_back(std::move(c));
   }
@@ -229,7 +231,8 @@ int cmd_batch(int argc, char** argv, int first) {
   auto parallel = args->get_int("parallel", 1, 1, 256);
   if (!parallel) return fail(parallel.error());
   if (*parallel > 1 && args->has("ref"))
-    return fail("--parallel " + std::to_string(*parallel) + " needs the fast engine (the reference engine runs one sequence)");
+    return fail("--parallel " + std::to_string(*parallel) +
+                " needs the fast engine (the reference engine runs one sequence)");
   auto loaded = load_session_model(*args, "batch", static_cast<int>(*parallel));
   if (!loaded) return fail(loaded.error());
   Session session(*(*loaded)->tk, *(*loaded)->ex);

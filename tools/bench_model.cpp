@@ -339,7 +339,8 @@ void print_text(const Options& o, const Figures& f) {
               f.decode_tok_s, f.read_bw_gbps, f.effective_gbps, 100.0 * f.bw_fraction);
   for (const ParallelFigures& p : f.parallel)
     std::printf("        %d sequences at once: decode %.2f tok/s (%.2f a sequence), %.2fx one sequence\n", p.sequences,
-                p.decode_tok_s, p.decode_tok_s / p.sequences, f.decode_tok_s > 0 ? p.decode_tok_s / f.decode_tok_s : 0.0);
+                p.decode_tok_s, p.decode_tok_s / p.sequences,
+                f.decode_tok_s > 0 ? p.decode_tok_s / f.decode_tok_s : 0.0);
   if (!o.profile) return;
   if (f.profile[0].empty() && f.profile[1].empty()) {
     std::printf("        profile: the %s engine does not report per-op times\n", engine_name(o.engine));

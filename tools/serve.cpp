@@ -407,7 +407,8 @@ int cmd_serve(int argc, char** argv, int first) {
   auto parallel = args->get_int("parallel", 1, 1, 256);
   if (!parallel) return fail(parallel.error());
   if (*parallel > 1 && args->has("ref"))
-    return fail("--parallel " + std::to_string(*parallel) + " needs the fast engine (the reference engine runs one sequence)");
+    return fail("--parallel " + std::to_string(*parallel) +
+                " needs the fast engine (the reference engine runs one sequence)");
   auto loaded = load_session_model(*args, "serve", static_cast<int>(*parallel));
   if (!loaded) return fail(loaded.error());
   const int n_ctx = (*loaded)->ex->n_ctx();
