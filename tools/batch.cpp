@@ -34,9 +34,6 @@ const std::vector<FlagSpec> kFlags = with_session_flags({
     {"sort", "", false,
      "run the requests in the order of their prompts' tokens, so those sharing a beginning follow each other "
      "(answers still in input order)"},
-    {"parallel", "np", true,
-     "requests run side by side, each decode step one batch over all of them (default 1; each keeps a KV cache of "
-     "-c positions)"},
 });
 
 // Where answer lines go: standard output, a line at a time, or a temporary beside the output
@@ -228,19 +225,15 @@ int cmd_batch(int argc, char** argv, int first) {
   }
   std::istream& in = input == "-" ? std::cin : file;
 
-  auto parallel = args->get_int("parallel", 1, 1, 256);
-  if (!parallel) return fail(parallel.error());
-  if (*parallel > 1 && args->has("ref"))
-    return fail("--parallel " + std::to_string(*parallel) +
-                " needs the fast engine (the reference engine runs one sequence)");
-  auto loaded = load_session_model(*args, "batch", static_cast<int>(*parallel));
+  auto loaded = load_session_model(*args, "batch");
   if (!loaded) return fail(loaded.error());
   Session session(*(*loaded)->tk, *(*loaded)->ex);
 
   Sink sink;
   if (Status st = sink.open(args->get("output")); !st) return fail(st.message());
   Totals totals;
-  const bool sort = args->has("sort"), read_all = sort || *parallel > 1;
+  const int parallel = (*loaded)->ex->n_seq();
+  const bool sort = args->has("sort"), read_all = sort || parallel > 1;
   std::vector<Request> all;  // --sort, --parallel: every request, in input order
   std::string text;
   for (int64_t line_no = 1; std::getline(in, text); ++line_no) {
@@ -275,7 +268,7 @@ int cmd_batch(int argc, char** argv, int first) {
                rate(static_cast<double>(totals.prompt - totals.cached), totals.prompt_s).c_str(),
                static_cast<long long>(totals.generated),
                rate(static_cast<double>(totals.decode_evals), totals.decode_s).c_str(),
-               *parallel > 1 ? (" (up to " + std::to_string(*parallel) + " sequences a step)").c_str() : "");
+               parallel > 1 ? (" (up to " + std::to_string(parallel) + " sequences a step)").c_str() : "");
   return 0;
 }
 

@@ -44,9 +44,6 @@ const std::vector<FlagSpec> kFlags = with_session_flags({
     {"port", "", true, "port to listen on (default 8080; 0: a free one, printed at start)"},
     {"alias", "a", true, "the model's name in responses (default: the model file's name)"},
     {"api-key", "", true, "answer only requests with the header 'Authorization: Bearer KEY' (GET /health excepted)"},
-    {"parallel", "np", true,
-     "requests served side by side, each decode step one batch over all of them (default 1; each keeps a KV cache "
-     "of -c positions)"},
 });
 
 // Request bodies past this size are refused (413) before they are read: far more text than any
@@ -404,12 +401,7 @@ int cmd_serve(int argc, char** argv, int first) {
   auto port = args->get_int("port", 8080, 0, 65535);
   if (!port) return fail(port.error());
   if (args->has("api-key") && args->get("api-key").empty()) return fail("--api-key is empty");
-  auto parallel = args->get_int("parallel", 1, 1, 256);
-  if (!parallel) return fail(parallel.error());
-  if (*parallel > 1 && args->has("ref"))
-    return fail("--parallel " + std::to_string(*parallel) +
-                " needs the fast engine (the reference engine runs one sequence)");
-  auto loaded = load_session_model(*args, "serve", static_cast<int>(*parallel));
+  auto loaded = load_session_model(*args, "serve");
   if (!loaded) return fail(loaded.error());
   const int n_ctx = (*loaded)->ex->n_ctx();
   const std::string path = args->get("model");

@@ -56,6 +56,9 @@ std::vector<FlagSpec> with_session_flags(std::vector<FlagSpec> own) {
       {"ctx-size", "c", true, "context size in tokens (default 4096, at most the model's)"},
       {"cache-type-k", "ctk", true, "KV cache type: f16 (default), f32, bf16 or q8_0"},
       {"cache-type-v", "ctv", true, "KV cache type for values (MLA: must match --cache-type-k)"},
+      {"parallel", "np", true,
+       "requests run side by side, each decode step one batch over all of them (default 1; each keeps a KV cache "
+       "of -c positions)"},
       {"ref", "", false, "force the scalar reference executor"},
       {"help", "h", false, "show this help"},
   };
@@ -63,8 +66,13 @@ std::vector<FlagSpec> with_session_flags(std::vector<FlagSpec> own) {
   return with_engine_flags(std::move(flags));
 }
 
-Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const std::string& command, int n_seq) {
+Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const std::string& command) {
   if (!a.has("model")) return Error{"missing -m MODEL (try zenmoe " + command + " --help)"};
+  auto parallel = a.get_int("parallel", 1, 1, 256);
+  if (!parallel) return Error{parallel.error()};
+  if (*parallel > 1 && a.has("ref"))
+    return Error{"--parallel " + std::to_string(*parallel) +
+                 " needs the fast engine (the reference engine runs one sequence)"};
   auto ctx = a.get_int("ctx-size", 4096, 1, 1 << 24);
   auto threads = a.get_int("threads", a.has("threads") ? 1 : default_thread_count(), 1, 1024);
   for (const Status& st : {ctx.status(), threads.status()})
@@ -85,7 +93,7 @@ Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const 
   eo.n_threads = static_cast<int>(*threads);
   ef->apply(eo);
   eo.kv_type = *kv;
-  eo.n_seq = n_seq;
+  eo.n_seq = static_cast<int>(*parallel);
   auto ex = make_engine(m->model, eo, a.has("ref") ? Engine::Reference : Engine::Best);
   if (!ex) return Error{ex.error()};
   m->ex = std::move(*ex);

@@ -57,7 +57,7 @@ std::string dump(const json& j);
 std::optional<BadRequest> read_bool(const json& body, const char* key, bool* out);
 
 // The flags of the commands that answer requests on one session (serve, batch): -m first,
-// then the command's own, then -t, -c, -ctk, -ctv, --ref, the engine flags and --help.
+// then the command's own, then -t, -c, -ctk, -ctv, -np, --ref, the engine flags and --help.
 std::vector<FlagSpec> with_session_flags(std::vector<FlagSpec> own);
 
 // A model loaded for a session as those flags ask: the file, its tokenizer, an executor.
@@ -67,9 +67,8 @@ struct SessionModel {
   std::unique_ptr<Executor> ex;  // after the model it reads, so destroyed before it
 };
 // Checks the session flags, then loads; `command` names the command in the missing -m error.
-// n_seq: the sequences the executor holds (ExecutorOptions::n_seq; the reference engine holds
-// one whatever is asked).
-Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const std::string& command, int n_seq = 1);
+// The executor holds a sequence per --parallel slot.
+Expected<std::unique_ptr<SessionModel>> load_session_model(const Args& a, const std::string& command);
 
 class Session {
  public:
