@@ -1,8 +1,9 @@
 // `zenmoe bench model MODEL`: whole-model prefill and decode speed per thread count, the weight
 // bytes one decoded token reads, and that traffic as a fraction of the read bandwidth measured
 // in the same run, right before the model runs with the same thread count. Every figure is the
-// median over repetitions. Written against the Executor interface through tools/engine.h, so
-// it measures whichever engine the front ends would use.
+// median over repetitions. With --parallel, also the decode rate of several sequences at once
+// (Executor::eval_seqs, as batch and serve --parallel run them). Written against the Executor
+// interface through tools/engine.h, so it measures whichever engine the front ends would use.
 #include <algorithm>
 #include <cstdio>
 #include <map>
