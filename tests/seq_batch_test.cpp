@@ -99,7 +99,10 @@ TEST_P(SeqBatch, BatchedStepsGiveEachSequenceItsOwnLogits) {
       ASSERT_TRUE(alone->eval(std::span(&steps[static_cast<size_t>(s)][static_cast<size_t>(k)], 1), row.data(), false)
                       .is_ok());
       const float* b = batched.data() + static_cast<size_t>((k * kSeqs + static_cast<int>(i)) * nv);
-      EXPECT_LT(rel_diff(row.data(), b, nv), 2e-3) << "sequence " << s << " step " << k;
+      // One thread: the same kernels in the same order, bit for bit (two split the attention of
+      // a lone token by positions, which sums in another order).
+      EXPECT_LE(rel_diff(row.data(), b, nv), GetParam().threads == 1 ? 0.0 : 2e-3)
+          << "sequence " << s << " step " << k;
       EXPECT_EQ(std::max_element(row.begin(), row.end()) - row.begin(), std::max_element(b, b + nv) - b);
     }
     // Selected again, the sequence goes on from its own positions.
