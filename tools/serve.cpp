@@ -380,7 +380,7 @@ class Server {
   std::unique_ptr<SessionModel> m_;
   const tok::Tokenizer& tk_;
   Executor* ex_;
-  Session session_;  // used by the engine thread only (parse() by any)
+  Session session_;  // run by the engine thread only (parse() and logprobs() by any)
   Engine engine_;
   std::string alias_;
   std::string api_key_;  // empty: none needed
