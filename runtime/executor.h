@@ -140,6 +140,11 @@ class Executor {
   // threads, accumulated over evals when ExecutorOptions::profile was set; 0 for engines
   // without a thread pool.
   virtual double barrier_wait_seconds() const { return 0; }
+
+ protected:
+  // eval_seqs without its checks (the caller made them): each token selected and evaluated in
+  // turn, then the selected sequence selected again.
+  Status eval_seqs_in_turn(std::span<const int32_t> tokens, std::span<const int> seqs, float* logits);
 };
 
 }  // namespace zenmoe

@@ -823,7 +823,7 @@ Status Impl::copy_seq(int src, int dst, int n) {
 Status Impl::eval_seqs(std::span<const int32_t> tokens, std::span<const int> seqs, float* logits) {
   ZENMOE_RETURN_IF_ERROR(check_eval_seqs(*this, tokens, seqs, n_rows_embd_));
   const auto T = static_cast<int64_t>(tokens.size());
-  if (!seqs_native_ || T == 1 || T > opts_.max_batch) return Executor::eval_seqs(tokens, seqs, logits);
+  if (!seqs_native_ || T == 1 || T > opts_.max_batch) return eval_seqs_in_turn(tokens, seqs, logits);
   seq_past_[static_cast<size_t>(seq_)] = n_past_;
   size_for(T);
   std::memcpy(tensors_[static_cast<size_t>(tokens_)].data, tokens.data(), static_cast<size_t>(T) * sizeof(int32_t));

@@ -72,6 +72,10 @@ Status Executor::copy_seq(int src, int dst, int n) {
 
 Status Executor::eval_seqs(std::span<const int32_t> tokens, std::span<const int> seqs, float* logits) {
   ZENMOE_RETURN_IF_ERROR(check_eval_seqs(*this, tokens, seqs, n_vocab()));
+  return eval_seqs_in_turn(tokens, seqs, logits);
+}
+
+Status Executor::eval_seqs_in_turn(std::span<const int32_t> tokens, std::span<const int> seqs, float* logits) {
   const int selected = selected_seq();
   for (size_t i = 0; i < tokens.size(); ++i) {
     ZENMOE_RETURN_IF_ERROR(select_seq(seqs[i]));
