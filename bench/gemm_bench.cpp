@@ -122,7 +122,7 @@ struct Registrar {
   Registrar() {
     benchmark::RegisterBenchmark("vnni_peak", BM_VnniPeak)->Unit(benchmark::kMillisecond);
     for (Shape s : {Shape{2048, 512}, Shape{512, 2048}, Shape{2048, 4608}})
-      for (int64_t n : {8, 32, 128, 512})
+      for (int64_t n : {2, 4, 8, 16, 32, 128, 512})
         for (bool loop : {false, true}) {
           const std::string name = std::string(loop ? "gemv_loop" : "gemm") + "_q4k/" + std::to_string(s.cols) +
                                    "x" + std::to_string(s.rows) + "/n:" + std::to_string(n);

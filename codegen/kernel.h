@@ -34,6 +34,10 @@ using GemvFn = void (*)(const GemvCall*);
 // with x_t = x + i * x_stride (bytes), i = x_rows ? x_rows[t] : t, and y_t = y + j * y_stride
 // (floats), j = y_rows ? y_rows[t] : t. Row indices let a batch of routed tokens read and
 // write their rows in place. Offsets are ABI.
+// Through a GEMV kernel (KernelCode::run_gemm) the same call means one GEMV per token; for the
+// fused gate+up op (kGateUpSwiglu) token t's output row of Q8_K blocks is then
+// q8_out + j * q8_stride bytes (y, y_stride and alpha unused), rows counting outputs as in
+// GemvCall.
 struct GemmCall {
   const uint8_t* w = nullptr;    // packed weights, the same layout the GEMV kernels read
   const void* x = nullptr;       // activation row 0 in desc.act format
@@ -45,6 +49,8 @@ struct GemmCall {
   const float* alpha = nullptr;  // kGemmAccumulate: n per-token factors (unused otherwise)
   const int32_t* x_rows = nullptr;  // optional: activation row of each token
   const int32_t* y_rows = nullptr;  // optional: output row of each token
+  void* q8_out = nullptr;           // kGateUpSwiglu: output row 0 (Q8_K blocks)
+  int64_t q8_stride = 0;            // kGateUpSwiglu: bytes between output rows
 };
 static_assert(offsetof(GemmCall, w) == 0 && offsetof(GemmCall, x) == 8 && offsetof(GemmCall, y) == 16 &&
               offsetof(GemmCall, r0) == 24 && offsetof(GemmCall, r1) == 32 && offsetof(GemmCall, n) == 40 &&
@@ -56,6 +62,10 @@ inline const uint8_t* gemm_x_row(const GemmCall& c, int64_t t) {
   return static_cast<const uint8_t*>(c.x) + (c.x_rows != nullptr ? c.x_rows[t] : t) * c.x_stride;
 }
 inline float* gemm_y_row(const GemmCall& c, int64_t t) { return c.y + (c.y_rows != nullptr ? c.y_rows[t] : t) * c.y_stride; }
+inline void* gemm_q8_row(const GemmCall& c, int64_t t) {
+  if (c.q8_out == nullptr) return nullptr;
+  return static_cast<uint8_t*>(c.q8_out) + (c.y_rows != nullptr ? c.y_rows[t] : t) * c.q8_stride;
+}
 
 using GemmFn = void (*)(const GemmCall*);
 
@@ -65,19 +75,23 @@ class KernelCode {
   virtual ~KernelCode() = default;
   virtual void run(const GemvCall& c) const = 0;
   // GEMM kernels override this; any other kernel runs as one GEMV per token (alpha[t] for
-  // its accumulate op), which is what a GEMM over a GEMV descriptor means.
+  // its accumulate op), which is what a GEMM over a GEMV descriptor means (the Q4_K GEMV
+  // kernels of AVX-512 VNNI override it too, with passes of a few tokens giving those bits).
   virtual void run_gemm(const GemmCall& c) const {
     for (int64_t t = 0; t < c.n; ++t) {
       GemvCall g;
       g.w = c.w;
       g.x = gemm_x_row(c, t);
-      g.y = gemm_y_row(c, t);
+      g.y = c.y != nullptr ? gemm_y_row(c, t) : nullptr;
+      g.q8_out = gemm_q8_row(c, t);
       g.r0 = c.r0;
       g.r1 = c.r1;
       g.alpha = c.alpha != nullptr ? c.alpha[t] : 1.0f;
       run(g);
     }
   }
+  // Whether run_gemm reads each weight once for several tokens (rather than once per token).
+  virtual bool several_tokens() const { return false; }
   virtual const uint8_t* code() const = 0;  // nullptr for the scalar reference
   virtual size_t code_size() const = 0;
 };
@@ -92,6 +106,7 @@ class Kernel {
   void operator()(const GemvCall& c) const { code_->run(c); }
   // Runs a GemmCall (a GEMM descriptor's kernel; see KernelCode::run_gemm for the others).
   void gemm(const GemmCall& c) const { code_->run_gemm(c); }
+  bool several_tokens() const { return code_->several_tokens(); }
   const uint8_t* code() const { return code_->code(); }
   size_t code_size() const { return code_->code_size(); }
 

@@ -17,6 +17,7 @@
 
 #include "codegen/isa.h"
 #include "codegen/registry.h"
+#include "codegen/x64/generators.h"
 #include "jit_gemv_tester.h"
 
 namespace zenmoe {
@@ -44,6 +45,9 @@ class GemmTester {
   GemmTester& seed(uint32_t v) { seed_ = v; return *this; }
   // Also run with x_rows / y_rows: tokens read and write rows of other buffers in another order.
   GemmTester& indexed(bool v) { indexed_ = v; return *this; }
+  // Run the GemmCall through the GEMV descriptor's kernel instead (Kernel::gemm on a GEMV):
+  // every token's outputs must then be bit-identical to the GEMV's for that token alone.
+  GemmTester& through_gemv(bool v) { through_gemv_ = v; return *this; }
 
   KernelDesc desc(IsaLevel level, bool gemm) const {
     const KernelOp op = gemm ? (accumulate_ ? KernelOp::kGemmAccumulate : KernelOp::kGemm)
@@ -69,7 +73,7 @@ class GemmTester {
   GgmlType format_ = GgmlType::Q4_K;
   IsaLevel isa_ = IsaLevel::kScalar;
   int64_t rows_ = 1, cols_ = 256, n_ = 1, r0_ = -1, r1_ = -1, x_pad_ = 0, y_pad_ = 0;
-  bool accumulate_ = false, indexed_ = false;
+  bool accumulate_ = false, indexed_ = false, through_gemv_ = false;
   Data data_ = Data::kRandom;
   int row_block_ = 0;
   uint32_t seed_ = 1;
@@ -182,8 +186,8 @@ void GemmTester::check_indexed(const Kernel& k, const PackedWeights& p, const st
 void GemmTester::Test() const {
   std::mt19937 rng(seed_ * 7919u + static_cast<uint32_t>(rows_ * 31 + cols_ + n_ * 1009));
   const int64_t r0 = r0_ < 0 ? 0 : r0_, r1 = r1_ < 0 ? rows_ : r1_;
-  const KernelDesc d = desc(isa_, true);
-  SCOPED_TRACE(instance_name(d) + " rows " + std::to_string(rows_) + " [" + std::to_string(r0) + ", " +
+  const KernelDesc d = desc(isa_, !through_gemv_);
+  SCOPED_TRACE(std::string(through_gemv_ ? "through the GEMV, " : "") + instance_name(d) + " rows " + std::to_string(rows_) + " [" + std::to_string(r0) + ", " +
                std::to_string(r1) + ") n " + std::to_string(n_));
   std::vector<uint8_t> w, x;
   make_weights(rng, &w);
@@ -256,7 +260,9 @@ void GemmTester::Test() const {
     }
     ASSERT_LE(std::abs(double(got[i]) - double(want)), b) << "token " << t << " row " << r << ": " << got[i] << " vs " << want;
     ASSERT_LE(std::abs(double(got[i]) - double(scalar[i])), 2 * b) << "token " << t << " row " << r << " vs scalar GEMM";
-    if (gk.has_value()) {
+    if (through_gemv_) {
+      ASSERT_EQ(testing::detail::bits(got[i]), testing::detail::bits(gemv[i])) << "token " << t << " row " << r << " vs GEMV";
+    } else if (gk.has_value()) {
       ASSERT_LE(std::abs(double(got[i]) - double(gemv[i])), 2 * b) << "token " << t << " row " << r << " vs GEMV";
     }
   }
@@ -341,6 +347,91 @@ TEST_P(Q80GemmOddBlocks, AgreeWithReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Host, Q80GemmOddBlocks, ::testing::ValuesIn(host_levels(GgmlType::Q8_0)),
+                         [](const ::testing::TestParamInfo<IsaLevel>& i) { return std::string(isa::level_name(i.param)); });
+
+// A few tokens through the Q4_K GEMV kernel's GemmCall: on AVX-512 VNNI hosts, passes of up to
+// 4 tokens over the weights (gemv_q4k_few_avx512.cpp), else one GEMV per token; either way
+// each token's outputs are the GEMV's bits.
+class Q4KFewTokens : public ::testing::TestWithParam<IsaLevel> {
+ protected:
+  GemmTester T() const { return GemmTester().format(GgmlType::Q4_K).isa(GetParam()).through_gemv(true); }
+};
+
+TEST_P(Q4KFewTokens, TokensAndK) {
+  for (int64_t k : {256, 2048, 7168})
+    for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 9})
+      for (int64_t rows : {1, 8, 21}) T().cols(k).tokens(n).rows(rows).Test();
+}
+
+TEST_P(Q4KFewTokens, RowRangesStridesAndAccumulate) {
+  for (bool acc : {false, true})
+    for (int64_t n : {2, 3, 4, 7}) {
+      for (auto [r0, r1] : std::vector<std::pair<int64_t, int64_t>>{{5, 30}, {8, 16}, {0, 1}, {44, 45}, {17, 17}})
+        T().cols(512).rows(45).tokens(n).range(r0, r1).accumulate(acc).Test();
+      T().cols(2048).rows(19).tokens(n).x_pad(100).y_pad(7).accumulate(acc).Test();
+      T().cols(512).rows(37).tokens(n).range(3, 35).y_pad(2).accumulate(acc).indexed(true).Test();
+    }
+}
+
+TEST_P(Q4KFewTokens, DataKinds) {
+  for (Data data : {Data::kZeroScales, Data::kExtreme, Data::kAdversarial, Data::kExact})
+    for (int64_t n : {2, 4, 6}) T().cols(2048).rows(17).tokens(n).data(data).Test();
+}
+
+// The few-token kernel's own single-token entry (a pass of one) and GemmCalls of one token
+// give the GEMV's bits too.
+TEST(Q4KFewTokensKernel, OneTokenPassEqualsTheGemv) {
+  if (!isa::host_supports(IsaLevel::kAvx512Vnni)) GTEST_SKIP() << "host lacks AVX512_VNNI";
+  std::mt19937 rng(11);
+  const int64_t rows = 21, k = 2048;
+  std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes(GgmlType::Q4_K, k)));
+  testing::fill_q4k(Data::kRandom, rng, rows * k / 256, w.data());
+  auto p = pack_weights(GgmlType::Q4_K, 8, w.data(), w.size(), rows, k);
+  ASSERT_TRUE(p.has_value()) << p.error();
+  std::vector<float> f(static_cast<size_t>(k));
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto& v : f) v = u(rng);
+  std::vector<uint8_t> x(static_cast<size_t>(row_bytes(GgmlType::Q8_K, k)));
+  ref::quantize_row(GgmlType::Q8_K, f.data(), x.data(), k);
+  for (KernelOp op : {KernelOp::kGemv, KernelOp::kGemvAccumulate}) {
+    const KernelDesc d =
+        default_gemv_desc(GgmlType::Q4_K, static_cast<int32_t>(k), {IsaLevel::kAvx512Vnni, isa::Tuning::kGeneric}, op);
+    auto gemv = global_registry().get(d);
+    ASSERT_TRUE(gemv.has_value()) << gemv.error();
+    auto few = x64::generate_gemv_q4k_few_avx512(d);
+    ASSERT_TRUE(few.has_value()) << few.error();
+    std::vector<float> want(static_cast<size_t>(rows), 0.5f), got(want), one(want);
+    GemvCall c;
+    c.w = p->data.get();
+    c.x = x.data();
+    c.r0 = 3;
+    c.r1 = 19;
+    c.alpha = -0.75f;
+    c.y = want.data();
+    (**gemv)(c);
+    c.y = got.data();
+    (*few)->run(c);
+    GemmCall g;
+    g.w = p->data.get();
+    g.x = x.data();
+    g.y = one.data();
+    g.r0 = 3;
+    g.r1 = 19;
+    g.n = 1;
+    const float alpha = -0.75f;
+    g.alpha = &alpha;
+    (*few)->run_gemm(g);
+    for (int64_t r = 0; r < rows; ++r) {
+      EXPECT_EQ(testing::detail::bits(got[r]), testing::detail::bits(want[r])) << "row " << r;
+      EXPECT_EQ(testing::detail::bits(one[r]), testing::detail::bits(want[r])) << "row " << r;
+    }
+  }
+  KernelDesc bad = default_gemv_desc(GgmlType::Q4_K, 2048, {IsaLevel::kAvx512Vnni, isa::Tuning::kGeneric});
+  bad.row_block = 4;
+  EXPECT_FALSE(x64::generate_gemv_q4k_few_avx512(bad).has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, Q4KFewTokens, ::testing::ValuesIn(host_levels(GgmlType::Q4_K)),
                          [](const ::testing::TestParamInfo<IsaLevel>& i) { return std::string(isa::level_name(i.param)); });
 
 TEST(JitGemm, HostRunsAVnniQ4KGemmWhenItHasVnni) {

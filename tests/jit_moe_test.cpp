@@ -125,6 +125,64 @@ TEST_P(GateUp, EqualsGemvThenSwigluThenQuantise) {
     }
 }
 
+// Several tokens in one GemmCall of the fused kernel (the few-token passes on AVX-512 VNNI,
+// one fused GEMV per token below it): each token's output row, found through y_rows, holds
+// byte for byte what the fused GEMV writes for that token alone, and nothing else is written.
+TEST_P(GateUp, SeveralTokensEqualEachAlone) {
+  const IsaLevel level = GetParam();
+  for (int64_t k : {256, 2048})
+    for (int64_t n : {2, 3, 4, 5, 7}) {
+      const int64_t ffn = 768;
+      SCOPED_TRACE("K " + std::to_string(k) + " tokens " + std::to_string(n));
+      std::mt19937 rng(static_cast<uint32_t>(k + 31 * n));
+      const size_t bytes = static_cast<size_t>(ffn * row_bytes(GgmlType::Q4_K, k));
+      std::vector<uint8_t> gate(bytes), up(bytes);
+      testing::fill_q4k(testing::Data::kRandom, rng, ffn * k / 256, gate.data());
+      testing::fill_q4k(testing::Data::kRandom, rng, ffn * k / 256, up.data());
+      Expected<PackedWeights> gu = pack_gate_up(GgmlType::Q4_K, 8, gate.data(), up.data(), bytes, ffn, k);
+      ASSERT_TRUE(gu.has_value()) << gu.error();
+      const int64_t xs = row_bytes(GgmlType::Q8_K, k), qs = row_bytes(GgmlType::Q8_K, ffn);
+      std::vector<uint8_t> x(static_cast<size_t>((n + 1) * xs));
+      std::vector<float> xf(static_cast<size_t>(k));
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      for (int64_t i = 0; i <= n; ++i) {
+        for (auto& v : xf) v = u(rng) * float(1 + i);
+        ref::quantize_row(GgmlType::Q8_K, xf.data(), x.data() + i * xs, k);
+      }
+      auto fused = global_registry().get(
+          default_gemv_desc(GgmlType::Q4_K, static_cast<int32_t>(k), {level, isa::Tuning::kGeneric}, KernelOp::kGateUpSwiglu));
+      ASSERT_TRUE(fused.has_value()) << fused.error();
+      // Token t reads activation row n - t and writes output row t + 1 of n + 2.
+      std::vector<int32_t> xi(static_cast<size_t>(n)), yi(static_cast<size_t>(n));
+      for (int64_t t = 0; t < n; ++t) xi[t] = static_cast<int32_t>(n - t), yi[t] = static_cast<int32_t>(t + 1);
+      for (auto [r0, r1] : std::vector<std::pair<int64_t, int64_t>>{{0, ffn}, {256, 512}}) {
+        std::vector<uint8_t> got(static_cast<size_t>((n + 2) * qs), 0xAB), want(got);
+        GemmCall c;
+        c.w = gu->data.get();
+        c.x = x.data();
+        c.x_stride = xs;
+        c.x_rows = xi.data();
+        c.y_rows = yi.data();
+        c.q8_out = got.data();
+        c.q8_stride = qs;
+        c.r0 = r0;
+        c.r1 = r1;
+        c.n = n;
+        (*fused)->gemm(c);
+        for (int64_t t = 0; t < n; ++t) {
+          GemvCall g;
+          g.w = gu->data.get();
+          g.x = x.data() + xi[t] * xs;
+          g.r0 = r0;
+          g.r1 = r1;
+          g.q8_out = want.data() + yi[t] * qs;
+          (**fused)(g);
+        }
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size()), 0) << "rows " << r0 << ".." << r1;
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Host, GateUp, ::testing::ValuesIn(fused_levels()),
                          [](const ::testing::TestParamInfo<IsaLevel>& i) { return std::string(isa::level_name(i.param)); });
 

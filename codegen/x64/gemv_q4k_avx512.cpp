@@ -34,7 +34,9 @@
 // 86.2 -> 97.3 %, 88.5 -> 96.8 % and 97.9 -> 96.4 %, and 2 threads at 2048x1024 (one split
 // block each) 84.6 -> 90.2 %.
 #include <algorithm>
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "codegen/x64/generators.h"
 #include "codegen/x64/jit_base.h"
@@ -51,21 +53,6 @@ constexpr int kQ8KBytes = 292, kQ8KBsums = 260;
 // the super-blocks' d follow all of them as S floats.
 constexpr int kScratchPerSb = 320, kScratchBsums = 256;
 
-// Transpose of one Q8_K super-block's 64 dwords into V[2m] (lanes 0-7) and V[2m+1] (lanes
-// 8-15) of register m: lane l takes dword 8 * (l % 4) + 2m + l / 8 of the two-register
-// table (lanes with l % 8 < 4 from sub-blocks 0-3, the others from 4-7). Then the widening
-// index of W[j]: lane l takes lane l / 2 of V[j].
-struct PrepIndex {
-  alignas(64) int32_t idx[4][16];
-  alignas(64) int32_t widen[16];
-  PrepIndex() {
-    for (int m = 0; m < 4; ++m)
-      for (int l = 0; l < 16; ++l) idx[m][l] = 8 * (l % 4) + 2 * m + l / 8;
-    for (int l = 0; l < 16; ++l) widen[l] = l / 2;
-  }
-};
-const PrepIndex kPrepIndex;
-
 class GemvQ4KAvx512 : public JitKernelBase {
  public:
   explicit GemvQ4KAvx512(const KernelDesc& d)
@@ -73,6 +60,15 @@ class GemvQ4KAvx512 : public JitKernelBase {
         vnni_(d.isa >= isa::IsaLevel::kAvx512Vnni), acc_(d.op == KernelOp::kGemvAccumulate),
         fused_(d.op == KernelOp::kGateUpSwiglu), ns_(d.streams) {}
   void generate();
+  // Calls of several tokens: passes of a few tokens each over the same weights (the few-token
+  // kernel, on AVX-512 VNNI with row block 8), else one GEMV per token.
+  void run_gemm(const GemmCall& c) const override {
+    if (!few_ || c.n < 2) return KernelCode::run_gemm(c);
+    if (fused_) return gate_up_tokens(c);
+    few_->run_gemm(c);
+  }
+  bool several_tokens() const override { return few_ != nullptr; }
+  Status attach_few_tokens();
 
  private:
   // Registers, named once. rdi holds the call record throughout.
@@ -101,11 +97,14 @@ class GemvQ4KAvx512 : public JitKernelBase {
   void dot(const Zmm& acc, const Zmm& u, const Zmm& s);
   void reduce_stream(int s, const Reg64& base, int64_t offset);
   void reduce_pair(int a, const Reg64& base, int64_t offset);
-  void reduce_four_pairs(int a0);
   Address rec(int s, int64_t off) const;
   int64_t group_stride() const { return (int64_t{S_} * R_ * kQ4KPackedRowBytes + 63) / 64 * 64; }
   bool acc_in_regs() const { return ns_ * P_ <= 8; }
 
+  void gate_up_tokens(const GemmCall& c) const;
+
+  std::unique_ptr<KernelCode> few_;   // the few-token kernel of the plain GEMV op
+  SwigluQ8KFn epilogue_ = nullptr;    // fused op: the epilogue as a function
   KernelDesc d_;
   int R_, P_, S_;
   bool vnni_, acc_, fused_;
@@ -118,6 +117,49 @@ class GemvQ4KAvx512 : public JitKernelBase {
   int64_t dsc_ = -1, acc_mem_ = 0, slot_ = 0, cst_ = 0;
 };
 
+Status GemvQ4KAvx512::attach_few_tokens() {
+  if (!vnni_ || R_ != 8) return Status::ok();
+  KernelDesc plain = d_;
+  if (fused_) {
+    plain.op = KernelOp::kGemv;
+    auto fn = generated_swiglu_quantize_q8k();
+    if (!fn) return Error{fn.error()};
+    epilogue_ = *fn;
+  }
+  auto few = generate_gemv_q4k_few_avx512(plain);
+  if (!few) return Error{few.error()};
+  few_ = std::move(*few);
+  return Status::ok();
+}
+
+// Fused gate+up over several tokens: the few-token passes write every token's gate and up
+// sums of the call's rows (packed rows 2 r0 .. 2 r1, interleaved), and the fused GEMV's own
+// epilogue turns each block of 256 outputs into a Q8_K block of the token's output row: the
+// bits the fused GEMV gives each token alone (its sums are the plain GEMV's).
+void GemvQ4KAvx512::gate_up_tokens(const GemmCall& c) const {
+  if (c.r0 >= c.r1) return;
+  const int64_t rows = 2 * (c.r1 - c.r0);
+  thread_local std::vector<float> buf;
+  const auto need = static_cast<size_t>(c.n * rows + 16);
+  if (buf.size() < need) buf.resize(need);
+  float* gu = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(buf.data()) + 63) / 64 * 64);
+  GemmCall f = c;
+  f.w = c.w + 2 * c.r0 / R_ * group_stride();
+  f.r0 = 0;
+  f.r1 = rows;
+  f.y = gu;
+  f.y_stride = rows;
+  f.y_rows = nullptr;
+  f.alpha = nullptr;
+  f.q8_out = nullptr;
+  few_->run_gemm(f);
+  for (int64_t t = 0; t < c.n; ++t) {
+    auto* out = static_cast<uint8_t*>(gemm_q8_row(c, t));
+    for (int64_t b = c.r0 / 256; b < c.r1 / 256; ++b)
+      epilogue_(gu + t * rows + 512 * (b - c.r0 / 256), out + b * kQ8KBytes);
+  }
+}
+
 void GemvQ4KAvx512::generate() {
   if (fused_) {
     generate_gate_up();
@@ -128,7 +170,7 @@ void GemvQ4KAvx512::generate() {
 
 void GemvQ4KAvx512::constants() {
   mov(rW, qword[rArgs + kArgW]);
-  mov(rax, reinterpret_cast<uintptr_t>(&kPrepIndex.widen[0]));
+  mov(rax, reinterpret_cast<uintptr_t>(q8k_prep_index()->widen));
   vmovdqa32(zWiden, ptr[rax]);
   mov(eax, 0x0F0F0F0F);
   vpbroadcastd(zM0F, eax);
@@ -308,7 +350,7 @@ void GemvQ4KAvx512::reduce_stream(int s, const Reg64& base, int64_t offset) {
     for (int p = 0; p < P_; ++p) vmovaps(zAcc[p], ptr[rsp + acc_mem_ + 64 * (s * P_ + p)]);
   const int a0 = acc_in_regs() ? s * P_ : 0;
   if (P_ == 4) {
-    reduce_four_pairs(a0);
+    fold_four_pairs(&zAcc[a0], zV, {zLo, zHi, zIlo, zIhi, zT});
     if (base != rsp) vmovups(ptr[base + offset], Ymm(zV.getIdx()));
   } else {
     for (int p = 0; p < P_; ++p) reduce_pair(a0 + p, base, offset + 8 * p);
@@ -361,25 +403,19 @@ void GemvQ4KAvx512::group_body(int ns) {
 
 void GemvQ4KAvx512::prep_activations() {
   const Zmm zX[4] = {zmm20, zmm21, zmm22, zmm23};
-  const Zmm zIdx = zmm24, zT0 = zmm25, zT1 = zmm26;
+  const Zmm zV4[4] = {zmm24, zmm27, zmm28, zmm29};
+  const Zmm zT0 = zmm25, zT1 = zmm26;
   mov(eax, 0xF0F0);
   kmovw(k1, eax);
   mov(rPx, qword[rArgs + kArgX]);
   mov(rPw, rsp);
   lea(rdx, ptr[rsp + d_offset()]);
-  mov(rax, reinterpret_cast<uintptr_t>(&kPrepIndex.idx[0][0]));
+  mov(rax, reinterpret_cast<uintptr_t>(&q8k_prep_index()->idx[0][0]));
   mov(rCnt, S_);
   Label loop;
   L(loop);
-  for (int i = 0; i < 4; ++i) vmovdqu32(zX[i], ptr[rPx + 4 + 64 * i]);
-  for (int m = 0; m < 4; ++m) {
-    vmovdqa32(zT0, ptr[rax + 64 * m]);
-    vmovdqa32(zT1, zT0);
-    vpermi2d(zT0, zX[0], zX[1]);
-    vpermi2d(zT1, zX[2], zX[3]);
-    vpblendmd(zIdx | k1, zT0, zT1);
-    vmovdqa32(ptr[rPw + 64 * m], zIdx);
-  }
+  q8k_transpose(rPx, rax, zX, zV4, zT0, zT1);
+  for (int m = 0; m < 4; ++m) vmovdqa32(ptr[rPw + 64 * m], zV4[m]);
   // bsum pairs: lane 2s and 2s+1 both get bsums[2s] + bsums[2s+1].
   vpmovsxwd(zT0, ptr[rPx + kQ8KBsums]);
   vpshufd(zT1, zT0, 0xB1);
@@ -497,33 +533,13 @@ void GemvQ4KAvx512::reduce_pair(int a, const Reg64& base, int64_t offset) {
   vmovlps(ptr[base + offset], Xmm(acc.getIdx()));
 }
 
-// Row block 8: the four pair accumulators zAcc[a0 .. a0+3] (lane 2s + h: row 2p + h,
-// sub-block s) folded together into the eight row sums in lanes 0..7 of zV, without a trip
-// through memory.
-void GemvQ4KAvx512::reduce_four_pairs(int a0) {
-  // Sum each accumulator's 128-bit quarters: quarter p of zV holds pair p's (even, odd,
-  // even, odd) partial sums.
-  vshuff32x4(zLo, zAcc[a0], zAcc[a0 + 1], 0x44);
-  vshuff32x4(zHi, zAcc[a0], zAcc[a0 + 1], 0xEE);
-  vaddps(zLo, zLo, zHi);
-  vshuff32x4(zIlo, zAcc[a0 + 2], zAcc[a0 + 3], 0x44);
-  vshuff32x4(zIhi, zAcc[a0 + 2], zAcc[a0 + 3], 0xEE);
-  vaddps(zIlo, zIlo, zIhi);
-  vshuff32x4(zHi, zLo, zIlo, 0x88);
-  vshuff32x4(zIhi, zLo, zIlo, 0xDD);
-  vaddps(zV, zHi, zIhi);
-  // Fold the two 64-bit halves of each quarter, then pack lanes 0, 1 of every quarter.
-  vpermilps(zT, zV, 0x4E);
-  vaddps(zV, zV, zT);
-  vcompressps(zV | k3 | T_z, zV);  // k3 = 0x3333 (constants())
-}
-
 }  // namespace
 
 Expected<std::unique_ptr<KernelCode>> generate_gemv_q4k_avx512(const KernelDesc& d) {
   auto k = std::make_unique<GemvQ4KAvx512>(d);
   k->generate();
   ZENMOE_RETURN_IF_ERROR(k->seal());
+  ZENMOE_RETURN_IF_ERROR(k->attach_few_tokens());
   return std::unique_ptr<KernelCode>(std::move(k));
 }
 

@@ -27,5 +27,10 @@ Expected<std::unique_ptr<KernelCode>> generate_gemm(const KernelDesc& d);
 std::vector<isa::IsaLevel> gemm_levels(GgmlType weight);
 
 // Per-format generators (one file each).
+// Q4_K, AVX-512 VNNI, row block 8, kGemv or kGemvAccumulate: GemmCalls in passes of up to 4
+// tokens over the GEMV's packed layout, each token's outputs bit-identical to the GEMV's
+// (gemv_q4k_few_avx512.cpp). The Q4_K GEMV and fused gate+up kernels of AVX-512 VNNI with
+// row block 8 run their GemmCalls of several tokens through it.
+Expected<std::unique_ptr<KernelCode>> generate_gemv_q4k_few_avx512(const KernelDesc& d);
 
 }  // namespace zenmoe::x64

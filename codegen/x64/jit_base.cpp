@@ -15,9 +15,22 @@ struct Q4KScaleConstants {
 };
 const Q4KScaleConstants kQ4KScaleConstants;
 
+Q8KPrepIndex q8k_prep_tables() {
+  Q8KPrepIndex t;
+  for (int m = 0; m < 4; ++m)
+    for (int l = 0; l < 16; ++l) t.idx[m][l] = 8 * (l % 4) + 2 * m + l / 8;
+  for (int l = 0; l < 16; ++l) {
+    t.widen[l] = l / 2;
+    t.widen_hi[l] = 8 + l / 2;
+  }
+  return t;
+}
+const Q8KPrepIndex kQ8KPrepTables = q8k_prep_tables();
+
 }  // namespace
 
 const int32_t* JitKernelBase::q4k_scale_constants() { return kQ4KScaleConstants.v; }
+const Q8KPrepIndex* JitKernelBase::q8k_prep_index() { return &kQ8KPrepTables; }
 
 Status JitKernelBase::seal() {
   if (!setProtectModeRE(false)) return Error{"cannot make generated code executable (mprotect failed)"};

@@ -33,6 +33,18 @@ inline constexpr uint64_t kQ5KGfni[7] = {gfni_move_bits(5, 0, 3), gfni_move_bits
                                          gfni_move_bits(5, 1, 3), gfni_move_bits(5, 4, 1), gfni_move_bits(6, 0, 2),
                                          gfni_move_bits(5, 2, 3)};
 
+// Q4_K x Q8_K (the pair layout of kernels/pack.h): the permutation tables that transpose one
+// Q8_K super-block's 64 dwords into V[2m] (lanes 0-7) and V[2m+1] (lanes 8-15) of register m
+// (idx[m]: lane l takes dword 8 * (l % 4) + 2m + l / 8 of a two-register table, lanes with
+// l % 8 < 4 from sub-blocks 0-3, the others from 4-7, so lane s of V[j] holds dword j of
+// sub-block s), and the widening of V[j] into W[j], lane l = 2s + h taking lane s of V[j]:
+// widen[l] = l / 2 (V[j] alone), widen_hi[l] = 8 + l / 2 (V[2m+1] from register m).
+struct Q8KPrepIndex {
+  alignas(64) int32_t idx[4][16];
+  alignas(64) int32_t widen[16];
+  alignas(64) int32_t widen_hi[16];
+};
+
 // Machine code generated into a buffer that is writable while generating and only
 // readable + executable afterwards (never both writable and executable).
 class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
@@ -142,6 +154,44 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
   // the high bits of its min (bits 4s..4s+3 of the pair's 32-bit word h, broadcast as a
   // 64-bit pair of words) to the bottom of the lane; then 8 dwords of 63, the 6-bit mask.
   static const int32_t* q4k_scale_constants();
+  // The tables of Q8KPrepIndex (above the class).
+  static const Q8KPrepIndex* q8k_prep_index();
+  // The transpose above for the super-block at x (its qs at x + 4): register m of `v` gets
+  // V[2m] and V[2m+1]. `table` holds q8k_prep_index()->idx, k1 = 0xF0F0; xs (4) and t0, t1
+  // are clobbered.
+  void q8k_transpose(const Xbyak::Reg64& x, const Xbyak::Reg64& table, const Xbyak::Zmm* xs, const Xbyak::Zmm* v,
+                     const Xbyak::Zmm& t0, const Xbyak::Zmm& t1) {
+    using Xbyak::util::ptr;
+    for (int i = 0; i < 4; ++i) vmovdqu32(xs[i], ptr[x + 4 + 64 * i]);
+    for (int m = 0; m < 4; ++m) {
+      vmovdqa32(t0, ptr[table + 64 * m]);
+      vmovdqa32(t1, t0);
+      vpermi2d(t0, xs[0], xs[1]);
+      vpermi2d(t1, xs[2], xs[3]);
+      vpblendmd(v[m] | Xbyak::util::k1, t0, t1);
+    }
+  }
+  // Row block 8: four pair accumulators acc[0..3] (lane 2s + h: row 2p + h, sub-block s)
+  // folded together into the eight row sums in lanes 0..7 of `out`, without a trip through
+  // memory. k3 must hold 0x3333; t[0..4] are clobbered.
+  void fold_four_pairs(const Xbyak::Zmm* acc, const Xbyak::Zmm& out, const Xbyak::Zmm (&t)[5]) {
+    using Xbyak::util::k3;
+    // Sum each accumulator's 128-bit quarters: quarter p of out holds pair p's (even, odd,
+    // even, odd) partial sums.
+    vshuff32x4(t[0], acc[0], acc[1], 0x44);
+    vshuff32x4(t[1], acc[0], acc[1], 0xEE);
+    vaddps(t[0], t[0], t[1]);
+    vshuff32x4(t[2], acc[2], acc[3], 0x44);
+    vshuff32x4(t[3], acc[2], acc[3], 0xEE);
+    vaddps(t[2], t[2], t[3]);
+    vshuff32x4(t[1], t[0], t[2], 0x88);
+    vshuff32x4(t[3], t[0], t[2], 0xDD);
+    vaddps(out, t[1], t[3]);
+    // Fold the two 64-bit halves of each quarter, then pack lanes 0, 1 of every quarter.
+    vpermilps(t[4], out, 0x4E);
+    vaddps(out, out, t[4]);
+    vcompressps(out | k3 | Xbyak::util::T_z, out);
+  }
   // Q6_K (kernels/pack.h): the last four codes of a sub-block, one per byte (0..63), from the
   // top bits of its three chunks a, b, c (registers or memory):
   //   dst = a >> 6 | (b >> 4 & 0x0C) | (c >> 2 & 0x30)

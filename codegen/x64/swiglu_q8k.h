@@ -24,6 +24,11 @@ float swiglu_approx(float gate, float up);
 // zmm0-zmm31 and k1.
 void emit_swiglu_quantize_q8k(Xbyak::CodeGenerator& g, const Xbyak::Reg64& gu, const Xbyak::Reg64& out);
 
+// The emitted epilogue on its own, as a function (generated once): `gu` as above
+// (overwritten), one BlockQ8_K to `out`. Error if the host lacks AVX-512.
+using SwigluQ8KFn = void (*)(float* gu, void* out);
+Expected<SwigluQ8KFn> generated_swiglu_quantize_q8k();
+
 // Runs the emitted epilogue on its own (generated once into a small function), for tests:
 // `gu` as above (overwritten), one BlockQ8_K to `out`. Error if the host lacks AVX-512.
 Status run_generated_swiglu_quantize_q8k(float* gu, void* out);

@@ -226,7 +226,7 @@ struct StandaloneEpilogue : CodeGenerator {
 
 }  // namespace
 
-Status run_generated_swiglu_quantize_q8k(float* gu, void* out) {
+Expected<SwigluQ8KFn> generated_swiglu_quantize_q8k() {
   if (!isa::host_supports(isa::IsaLevel::kAvx512)) return Error{"SwiGLU epilogue: the host has no AVX-512"};
   static const std::unique_ptr<StandaloneEpilogue> code = []() -> std::unique_ptr<StandaloneEpilogue> {
     try {
@@ -238,7 +238,13 @@ Status run_generated_swiglu_quantize_q8k(float* gu, void* out) {
     }
   }();
   if (!code) return Error{"SwiGLU epilogue: code generation failed"};
-  code->getCode<void (*)(float*, void*)>()(gu, out);
+  return code->getCode<SwigluQ8KFn>();
+}
+
+Status run_generated_swiglu_quantize_q8k(float* gu, void* out) {
+  Expected<SwigluQ8KFn> fn = generated_swiglu_quantize_q8k();
+  if (!fn) return Error{fn.error()};
+  (*fn)(gu, out);
   return Status::ok();
 }
 
