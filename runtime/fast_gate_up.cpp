@@ -125,16 +125,6 @@ void GateUpOp::gemm_tile(int64_t mat, int64_t t0, int64_t t1, GemmCall c, int64_
     }
 }
 
-void GateUpOp::gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8_t* q) const {
-  GemvCall c;
-  c.w = packed_->mat(mat);
-  c.x = x;
-  c.r0 = t0;
-  c.r1 = t1;
-  c.q8_out = q;
-  (*kernel_)(c);
-}
-
 int64_t GateUpOp::blocks() const { return (routed_ ? static_cast<int64_t>(active_.size()) : 1) * (F_ / kBlock); }
 
 Range GateUpOp::rows_of(int64_t a, const Tensor& x) const {
@@ -153,11 +143,12 @@ int64_t GateUpOp::block_cost(int64_t b, const Tensor& x) const {
 // (Kimi-K2's 2048 outputs are 8 blocks, against 16 cores on the target machines), and each
 // run of blocks a thread claims within one expert (or the dense matrix) is one run of rows
 // (the executor's WorkQueue; run_end() bounds a claim): through the GEMM,
-// tile by tile, for kGemmMinTokens rows or more (the GEMM writes gate/up products interleaved
+// tile by tile, for gemm_min_tokens rows or more (the GEMM writes gate/up products interleaved
 // into the scratch, routed slots by index in slot order; then each block of 256 outputs is split
-// into gate and up, passed through SwiGLU and quantised to Q8_K), else one GEMV per row and
-// tile. Each block is computed whole by one thread with the same kernel, so the outputs do not
-// depend on the thread count.
+// into gate and up, passed through SwiGLU and quantised to Q8_K), else the fused kernel's call
+// over all the rows, a tile at a time (passes of up to 4 tokens over the weights where the
+// kernel has them, else one fused GEMV per row). Each block is computed whole by one thread
+// with the same kernel, so the outputs do not depend on the thread count.
 void GateUpOp::run_blocks(int64_t b0, int64_t b1, const Tensor& x, Tensor& y) const {
   const int64_t per = F_ / kBlock;
   for (int64_t u = b0; u < b1;) {
@@ -170,7 +161,7 @@ void GateUpOp::run_blocks(int64_t b0, int64_t b1, const Tensor& x, Tensor& y) co
     const int64_t tile = s1 - s0 > 1 ? tile_rows_ : r1;
     for (int64_t t0 = (u - a * per) * kBlock; t0 < r1; t0 += tile) {
       const int64_t t1 = std::min(r1, t0 + tile);
-      if (gemm_ && (!routed_ || batched_) && s1 - s0 >= kGemmMinTokens) {
+      if (gemm_ && (!routed_ || batched_) && s1 - s0 >= gemm_min_tokens(*kernel_)) {
         GemmCall c;
         c.x = x.cdata;
         c.x_stride = x.row_size();
@@ -183,11 +174,20 @@ void GateUpOp::run_blocks(int64_t b0, int64_t b1, const Tensor& x, Tensor& y) co
         gemm_tile(e, t0, t1, c, s0, y, [&](int64_t t) { return slots_.slot_order[static_cast<size_t>(s0 + t)]; });
         continue;
       }
-      for (int64_t i = s0; i < s1; ++i) {
-        const int64_t xr = routed_ ? slots_.x_rows[static_cast<size_t>(i)] : i;
-        const int64_t yr = routed_ ? slots_.slot_order[static_cast<size_t>(i)] : i;
-        gemv(e, t0, t1, x.cdata + xr * x.row_size(), y.data + yr * y.row_size());
+      GemmCall c;
+      c.w = packed_->mat(e);
+      c.x = x.cdata;
+      c.x_stride = x.row_size();
+      c.n = s1 - s0;
+      c.r0 = t0;
+      c.r1 = t1;
+      c.q8_out = y.data;
+      c.q8_stride = y.row_size();
+      if (routed_) {
+        c.x_rows = slots_.x_rows.data() + s0;
+        c.y_rows = slots_.slot_order.data() + s0;
       }
+      kernel_->gemm(c);
     }
     u = end;
   }

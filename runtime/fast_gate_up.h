@@ -74,7 +74,6 @@ class GateUpOp {
   template <class OutRow>
   void gemm_tile(int64_t mat, int64_t t0, int64_t t1, GemmCall c, int64_t gu0, const refexec::Tensor& y,
                  OutRow out_row) const;
-  void gemv(int64_t mat, int64_t t0, int64_t t1, const uint8_t* x, uint8_t* q) const;
   // The rows matrix `a` of the block list multiplies: expert active_[a]'s slots (routed), every
   // token of x (dense).
   Range rows_of(int64_t a, const refexec::Tensor& x) const;

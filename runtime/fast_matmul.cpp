@@ -143,29 +143,37 @@ Status MatOp::prepare(const Tensor* ids, const Tensor* weights, const Tensor& x)
       token_rows_[static_cast<size_t>(i)] = slot / static_cast<int32_t>(k_used_);
     }
   }
-  batched_ = gemm_ != nullptr && slots > k_used_;  // a batch: experts see several rows
   return Status::ok();
 }
 
-// Rows [r0, r1) of matrix `mat` for the tokens of `c` (x, y, n, strides, row indices set).
-void MatOp::gemm(int64_t mat, int64_t r0, int64_t r1, GemmCall c) const {
+// Rows [r0, r1) of matrix `mat` for the tokens of `c` (x, y, n, strides, row indices set),
+// through `k`: the GEMM, or the GEMV kernel's call over several tokens.
+void MatOp::gemm(const Kernel& k, int64_t mat, int64_t r0, int64_t r1, GemmCall c) const {
   c.w = packed_->mat(mat);
   c.r0 = r0;
   c.r1 = r1;
   if (accumulate_) c.alpha = ones_.data();  // sized by prepare()
-  gemm_->gemm(c);
+  k.gemm(c);
 }
 
-// Batch path: each expert's slots go through the GEMM kernel tile by tile, reading their
-// activation rows and writing their output rows in place (slots_).
-void MatOp::run_experts_gemm(int tid, int nth, const Tensor& x, Tensor& y) const {
+// The kernel for `tokens` tokens over packed weights: the GEMM from gemm_min_tokens on, else
+// the GEMV kernel, whose call over several tokens reads each weight once for all of them
+// where the format has that form (the Q4_K kernels from AVX-512 VNNI up) and runs one GEMV
+// per token otherwise.
+const Kernel& MatOp::kernel_for(int64_t tokens) const {
+  return gemm_ && tokens >= gemm_min_tokens(*kernel_) ? *gemm_ : *kernel_;
+}
+
+// Each expert's slots, a tile of the thread's rows at a time, reading their activation rows
+// and writing their output rows in place (slots_).
+void MatOp::run_experts(int tid, int nth, const Tensor& x, Tensor& y) const {
   const Range rr = split_range(N_, nth, tid, row_block_);
   if (rr.begin >= rr.end) return;
   for (int64_t e = 0; e < n_mats_; ++e) {
     const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
     if (s0 == s1) continue;
-    if (s1 - s0 < kGemmMinTokens) {
-      expert_gemv(e, s0, s1, rr, x, y);
+    if (!kernel_) {
+      expert_reference(e, s0, s1, rr, x, y);
       continue;
     }
     GemmCall c;
@@ -177,7 +185,9 @@ void MatOp::run_experts_gemm(int tid, int nth, const Tensor& x, Tensor& y) const
     c.y_rows = (sum_ ? token_rows_ : slots_.slot_order).data() + s0;
     if (sum_) c.alpha = slot_weight_.data() + s0;
     c.n = s1 - s0;
-    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile_rows_) gemm(e, t0, std::min(rr.end, t0 + tile_rows_), c);
+    const Kernel& k = kernel_for(c.n);
+    const int64_t tile = tile_for(c.n, rr);
+    for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile) gemm(k, e, t0, std::min(rr.end, t0 + tile), c);
   }
 }
 
@@ -223,31 +233,23 @@ void MatOp::run_dense(int tid, int nth, const Tensor& x, Tensor& y) const {
   for (int64_t m = 0; m < n_mats_; ++m)
     for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile) {
       const int64_t t1 = std::min(rr.end, t0 + tile);
-      if (gemm_ && per_mat >= kGemmMinTokens) {
+      if (kernel_ && per_mat > 1) {
         GemmCall c;
         c.x = x.cdata + m * xrb;
         c.x_stride = n_mats_ * xrb;
         c.y = y.f32() + m * N_;
         c.y_stride = n_mats_ * N_;
         c.n = per_mat;
-        gemm(m, t0, t1, c);
+        gemm(kernel_for(per_mat), m, t0, t1, c);
         continue;
       }
       for (int64_t c = m; c < cols; c += n_mats_) rows(m, t0, t1, x.cdata + c * xrb, y.f32() + c * N_);
     }
 }
 
-// Slots grouped by expert: each expert's rows are split across threads, and a tile of them
-// serves every slot routed to that expert before the next tile is read.
-void MatOp::run_experts(int tid, int nth, const Tensor& x, Tensor& y) const {
-  const Range rr = split_range(N_, nth, tid, row_block_);
-  for (int64_t e = 0; e < n_mats_; ++e) {
-    const int64_t s0 = slots_.expert_begin[static_cast<size_t>(e)], s1 = slots_.expert_begin[static_cast<size_t>(e + 1)];
-    if (s0 < s1) expert_gemv(e, s0, s1, rr, x, y);
-  }
-}
-
-void MatOp::expert_gemv(int64_t e, int64_t s0, int64_t s1, Range rr, const Tensor& x, Tensor& y) const {
+// Unpacked weights (the reference dot product): one slot at a time, a tile of rows for all
+// of the expert's slots before the next.
+void MatOp::expert_reference(int64_t e, int64_t s0, int64_t s1, Range rr, const Tensor& x, Tensor& y) const {
   const int64_t xrb = x.row_size();
   const int64_t tile = tile_for(s1 - s0, rr);
   for (int64_t t0 = rr.begin; t0 < rr.end; t0 += tile) {
@@ -265,9 +267,7 @@ void MatOp::expert_gemv(int64_t e, int64_t s0, int64_t s1, Range rr, const Tenso
 
 void MatOp::run(int tid, int nth, const Tensor& x, Tensor& y) const {
   if (sum_) zero_rows(tid, nth, y);
-  if (by_expert_ && batched_)
-    run_experts_gemm(tid, nth, x, y);
-  else if (by_expert_)
+  if (by_expert_)
     run_experts(tid, nth, x, y);
   else
     run_dense(tid, nth, x, y);

@@ -20,12 +20,22 @@
 namespace zenmoe {
 
 // Matrices multiplied by fewer tokens than this (an expert's routed slots, or the rows of a
-// short prompt) run the GEMV kernel once per token, a tile of rows at a time so that every
-// token after the first reads the tile from L2. Over a few tokens the GEMM kernel is bound by
-// its weight stream, which the GEMV streams faster: a 16-token prompt prefilled no faster
-// than it decoded token by token, and runs 1.6-2.3x faster this way. From 8 tokens on the
-// GEMM's reuse of each weight tile wins (8, 12 and 16 measured alike).
+// short prompt) run the GEMV kernel's call over several tokens, a tile of rows at a time: the
+// Q4_K kernels from AVX-512 VNNI up read each weight once for up to 4 tokens, others run one
+// GEMV per token, every token after the first reading the tile from L2. Over a few tokens the
+// GEMM kernel is bound by its weight stream, which the GEMV streams faster: a 16-token prompt
+// prefilled no faster than it decoded token by token, and runs 1.6-2.3x faster this way. From
+// 8 tokens on the GEMM's reuse of each weight tile wins (8, 12 and 16 measured alike).
 inline constexpr int64_t kGemmMinTokens = 8;
+// The same where the GEMV kernel reads the weights once for several tokens (passes of up to
+// 4): with the weights in cache those passes beat the GEMM at 8 tokens and lose to it at 16
+// (zenmoe_bench gemm_q4k against gemv_loop_q4k, 2048x512, 512x2048 and 2048x4608: 0.90-0.96x
+// the GEMM's time at 8, 1.08-1.11x at 16), and from memory their first pass is bound by the
+// weight stream as the GEMM's tiles are not.
+inline constexpr int64_t kGemmMinTokensAfterPasses = 12;
+inline int64_t gemm_min_tokens(const Kernel& gemv) {
+  return gemv.several_tokens() ? kGemmMinTokensAfterPasses : kGemmMinTokens;
+}
 // The shortest run of a matrix a GEMV kernel streams side by side with others (KernelDesc::streams).
 inline constexpr int64_t kMinStreamBytes = 64 * 1024;
 
@@ -49,9 +59,9 @@ class MatOp {
   // matmul_id_sum(w, x, ids, weights).
   static Expected<std::unique_ptr<MatOp>> create(const ir::Node& n, const ir::Graph& g, const CompiledModel& cm,
                                                  const TileBudget& tiles);
-  // Serial part before the threads start: matmul_id groups its slots by expert and, for a
-  // batch on the GEMM kernel, lists each slot's activation row in that order; matmul_id_sum
-  // also lists each slot's router weight and token row.
+  // Serial part before the threads start: matmul_id groups its slots by expert and lists each
+  // slot's activation row in that order; matmul_id_sum also lists each slot's router weight
+  // and token row.
   Status prepare(const refexec::Tensor* ids, const refexec::Tensor* weights, const refexec::Tensor& x);
   // Thread `tid` of `nth` computes its share of y.
   void run(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
@@ -78,10 +88,11 @@ class MatOp {
   }
   void run_dense(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
   void run_experts(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
-  // Slots [s0, s1) of expert e over rows rr, one GEMV call per slot and tile.
-  void expert_gemv(int64_t e, int64_t s0, int64_t s1, Range rr, const refexec::Tensor& x, refexec::Tensor& y) const;
-  void run_experts_gemm(int tid, int nth, const refexec::Tensor& x, refexec::Tensor& y) const;
-  void gemm(int64_t mat, int64_t r0, int64_t r1, GemmCall c) const;
+  // Slots [s0, s1) of expert e over rows rr on unpacked weights, one slot and tile at a time.
+  void expert_reference(int64_t e, int64_t s0, int64_t s1, Range rr, const refexec::Tensor& x,
+                        refexec::Tensor& y) const;
+  const Kernel& kernel_for(int64_t tokens) const;
+  void gemm(const Kernel& k, int64_t mat, int64_t r0, int64_t r1, GemmCall c) const;
 
   bool by_expert_ = false;
   bool accumulate_ = false;  // matmul_add: y += W x (the executor put the accumulator in y)
@@ -96,12 +107,11 @@ class MatOp {
   const uint8_t* raw_ = nullptr;
   int64_t raw_row_ = 0;
   std::string kernel_name_;
-  // matmul_id: slots grouped by expert, rebuilt by prepare(); the GEMM path reads and writes
-  // the slots' rows in place through their row indices.
+  // matmul_id: slots grouped by expert, rebuilt by prepare(); the kernels read and write the
+  // slots' rows in place through their row indices.
   ExpertSlots slots_;
   int64_t k_used_ = 1;
   bool per_slot_x_ = false;
-  bool batched_ = false;
   // matmul_id_sum, per slot in slot_order_: its router weight and its token's output row.
   std::vector<float> slot_weight_;
   std::vector<int32_t> token_rows_;
