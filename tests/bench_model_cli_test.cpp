@@ -192,6 +192,24 @@ TEST(BenchModelCli, ParallelDecodeFigures) {
   RunResult text = run_cli("bench model " + kModel + " -np 2" + kTiny);
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("2 sequences at once: decode "), std::string::npos) << text.out;
+
+  // With --profile, a batched step's time by op kind: the ops' times add up to no more than
+  // the step (the profile times the ops, the step also the sampling between them), and the
+  // routed experts' ops are there.
+  RunResult prof = run_cli("bench model " + kModel + " --json --profile -np 3" + kTiny);
+  ASSERT_EQ(prof.status, 0) << prof.err;
+  const nlohmann::json pj = nlohmann::json::parse(prof.out);
+  const nlohmann::json& step = pj[0]["parallel"][0]["profile_step_s"];
+  ASSERT_TRUE(step.is_object()) << prof.out;
+  double sum = 0;
+  for (const auto& [op, s] : step.items()) sum += s.get<double>();
+  const double step_s = pj[0]["parallel"][0]["decode_s_per_rep"][0].get<double>() / 2;  // -n 2
+  EXPECT_GT(sum, 0.0);
+  EXPECT_LE(sum, step_s * 1.02) << prof.out;
+  EXPECT_TRUE(step.contains("gate_up_swiglu_id")) << prof.out;
+  RunResult ptext = run_cli("bench model " + kModel + " --profile -np 3" + kTiny);
+  ASSERT_EQ(ptext.status, 0) << ptext.err;
+  EXPECT_NE(ptext.out.find("a step: "), std::string::npos) << ptext.out;
 }
 
 TEST(BenchModelCli, BadFlagsExitOneWithOneLine) {

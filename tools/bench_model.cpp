@@ -172,6 +172,7 @@ struct ParallelFigures {
   int sequences = 0;
   double decode_tok_s = 0;           // all sequences' tokens, median over repetitions
   std::vector<double> decode_s_rep;  // seconds of the gen steps, per repetition
+  OpTimes step;                      // --profile: seconds per step by profile key
 };
 
 struct Figures {
@@ -257,6 +258,8 @@ Expected<ParallelFigures> measure_parallel(const Options& o, const OpenedModel& 
   o.engine_flags.apply(eo);
   eo.kv_type = o.kv_type;
   eo.n_seq = n;
+  eo.profile = o.profile;
+  eo.profile_by = o.profile_nodes ? ProfileBy::kNode : ProfileBy::kOpKind;
   auto ex = make_engine(model, eo, o.engine);
   if (!ex) return Error{ex.error()};
   Executor& e = **ex;
@@ -275,12 +278,14 @@ Expected<ParallelFigures> measure_parallel(const Options& o, const OpenedModel& 
   std::vector<double> rates;
   for (int rep = -o.warmup; rep < o.reps; ++rep) {
     next = first;
+    const OpTimes before = snapshot(e);
     const double t0 = measure_seconds(threads);
     for (int i = 0; i < o.gen; ++i) {
       ZENMOE_RETURN_IF_ERROR(e.eval_seqs(next, seqs, logits.data()));
       for (size_t s = 0; s < next.size(); ++s) next[s] = argmax(logits.data() + s * nv, nv);
     }
     const double secs = measure_seconds(threads) - t0;
+    if (rep >= 0) add_since(before, snapshot(e), &pf.step);
     for (int s = 0; s < n; ++s) {
       ZENMOE_RETURN_IF_ERROR(e.select_seq(s));
       ZENMOE_RETURN_IF_ERROR(e.rewind(o.prompt));
@@ -290,6 +295,7 @@ Expected<ParallelFigures> measure_parallel(const Options& o, const OpenedModel& 
     rates.push_back(secs > 0 ? static_cast<double>(n) * o.gen / secs : 0);
   }
   pf.decode_tok_s = median(rates);
+  for (auto& [op, sec] : pf.step) sec /= static_cast<double>(o.reps) * o.gen;
   return pf;
 }
 
@@ -320,6 +326,8 @@ nlohmann::json to_json(const Options& o, const Figures& f, uint64_t bytes_per_to
                      {"decode_tok_s", p.decode_tok_s},
                      {"decode_s_per_rep", p.decode_s_rep},
                      {"vs_one_sequence", f.decode_tok_s > 0 ? p.decode_tok_s / f.decode_tok_s : 0.0}});
+    if (o.profile)
+      for (size_t i = 0; i < f.parallel.size(); ++i) par[i]["profile_step_s"] = f.parallel[i].step;
     j["parallel"] = par;
   }
   if (o.profile) {
@@ -335,13 +343,36 @@ nlohmann::json to_json(const Options& o, const Figures& f, uint64_t bytes_per_to
   return j;
 }
 
+// --profile with --parallel: a batched step's time by profile key, largest first, with the
+// keys over 1 % of the step.
+void print_step_profile(const OpTimes& step) {
+  double total = 0;
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [op, s] : step) {
+    total += s;
+    order.emplace_back(s, op);
+  }
+  std::sort(order.rbegin(), order.rend());
+  std::string line;
+  for (const auto& [s, op] : order) {
+    if (total <= 0 || s < 0.01 * total) break;
+    char part[160];
+    std::snprintf(part, sizeof part, "%s%s %.2f ms (%.0f%%)", line.empty() ? "" : ", ", op.c_str(), 1e3 * s,
+                  100.0 * s / total);
+    line += part;
+  }
+  if (!line.empty()) std::printf("          a step: %s\n", line.c_str());
+}
+
 void print_text(const Options& o, const Figures& f) {
   std::printf("%7d %7d %13.2f %7d %12.2f %10.2f %9.2f %8.1f%%\n", f.threads, o.prompt, f.prefill_tok_s, o.gen,
               f.decode_tok_s, f.read_bw_gbps, f.effective_gbps, 100.0 * f.bw_fraction);
-  for (const ParallelFigures& p : f.parallel)
+  for (const ParallelFigures& p : f.parallel) {
     std::printf("        %d sequences at once: decode %.2f tok/s (%.2f a sequence), %.2fx one sequence\n", p.sequences,
                 p.decode_tok_s, p.decode_tok_s / p.sequences,
                 f.decode_tok_s > 0 ? p.decode_tok_s / f.decode_tok_s : 0.0);
+    print_step_profile(p.step);
+  }
   if (!o.profile) return;
   if (f.profile[0].empty() && f.profile[1].empty()) {
     std::printf("        profile: the %s engine does not report per-op times\n", engine_name(o.engine));
