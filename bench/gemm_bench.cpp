@@ -4,7 +4,8 @@
 // vpdpbusd peak measured in this binary (vnni_peak: 16 independent accumulators, one core;
 // 128 int ops per 512-bit vpdpbusd). Rates are per CPU second of the benchmark thread (the
 // machine is shared; wall time includes waiting for a core). Case names: <kernel>/<K>x<rows>/n:<tokens>, where
-// <kernel> is the canonical name; `gemv_loop` cases run the GEMV kernel once per token.
+// <kernel> is the canonical name; `gemv_loop` cases run the GemmCall through the GEMV kernel
+// (one GEMV per token, or passes of a few tokens where the kernel has them).
 //   zenmoe_bench --benchmark_filter='gemm|vnni_peak'
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
@@ -129,6 +130,15 @@ struct Registrar {
           benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q4_K, s, n, loop)
               ->Unit(benchmark::kMicrosecond);
         }
+    // Q6_K (the output matrix of Q4_K_S files) a few tokens at a time: the GEMM against the
+    // GEMV kernel's GemmCall (passes of up to 4 tokens over the weights on AVX-512 VNNI).
+    for (int64_t n : {2, 4, 8, 16})
+      for (bool loop : {false, true}) {
+        const std::string name =
+            std::string(loop ? "gemv_loop" : "gemm") + "_q6k/2048x1024/n:" + std::to_string(n);
+        benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q6_K, Shape{2048, 1024}, n, loop)
+            ->Unit(benchmark::kMicrosecond);
+      }
     // Q5_K, Q6_K and Q8_0 (also the transcoded Q5_0 weights) at the expert shapes, and the
     // bench preset's dense down projection (Q5_K in its Q4_K_S file).
     for (GgmlType f : {GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q8_0})

@@ -28,10 +28,10 @@ namespace zenmoe {
 // 8 tokens on the GEMM's reuse of each weight tile wins (8, 12 and 16 measured alike).
 inline constexpr int64_t kGemmMinTokens = 8;
 // The same where the GEMV kernel reads the weights once for several tokens (passes of up to
-// 4): with the weights in cache those passes beat the GEMM at 8 tokens and lose to it at 16
+// 4): with the weights in cache the Q4_K passes beat the GEMM at 8 tokens and lose to it at 16
 // (zenmoe_bench gemm_q4k against gemv_loop_q4k, 2048x512, 512x2048 and 2048x4608: 0.90-0.96x
-// the GEMM's time at 8, 1.08-1.11x at 16), and from memory their first pass is bound by the
-// weight stream as the GEMM's tiles are not.
+// the GEMM's time at 8, 1.08-1.11x at 16; Q6_K, 2048x1024: 1.04x at 8 and 16), and from memory
+// their first pass is bound by the weight stream as the GEMM's tiles are not.
 inline constexpr int64_t kGemmMinTokensAfterPasses = 12;
 inline int64_t gemm_min_tokens(const Kernel& gemv) {
   return gemv.several_tokens() ? kGemmMinTokensAfterPasses : kGemmMinTokens;

@@ -349,21 +349,21 @@ TEST_P(Q80GemmOddBlocks, AgreeWithReference) {
 INSTANTIATE_TEST_SUITE_P(Host, Q80GemmOddBlocks, ::testing::ValuesIn(host_levels(GgmlType::Q8_0)),
                          [](const ::testing::TestParamInfo<IsaLevel>& i) { return std::string(isa::level_name(i.param)); });
 
-// A few tokens through the Q4_K GEMV kernel's GemmCall: on AVX-512 VNNI hosts, passes of up to
-// 4 tokens over the weights (gemv_q4k_few_avx512.cpp), else one GEMV per token; either way
-// each token's outputs are the GEMV's bits.
-class Q4KFewTokens : public ::testing::TestWithParam<IsaLevel> {
+// A few tokens through the Q4_K and Q6_K GEMV kernels' GemmCall: on AVX-512 VNNI hosts, passes
+// of up to 4 tokens over the weights (gemv_q4k_few_avx512.cpp, gemv_q6k_few_avx512.cpp), else
+// one GEMV per token; either way each token's outputs are the GEMV's bits.
+class FewTokens : public ::testing::TestWithParam<FormatLevel> {
  protected:
-  GemmTester T() const { return GemmTester().format(GgmlType::Q4_K).isa(GetParam()).through_gemv(true); }
+  GemmTester T() const { return GemmTester().format(GetParam().first).isa(GetParam().second).through_gemv(true); }
 };
 
-TEST_P(Q4KFewTokens, TokensAndK) {
+TEST_P(FewTokens, TokensAndK) {
   for (int64_t k : {256, 2048, 7168})
     for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 9})
       for (int64_t rows : {1, 8, 21}) T().cols(k).tokens(n).rows(rows).Test();
 }
 
-TEST_P(Q4KFewTokens, RowRangesStridesAndAccumulate) {
+TEST_P(FewTokens, RowRangesStridesAndAccumulate) {
   for (bool acc : {false, true})
     for (int64_t n : {2, 3, 4, 7}) {
       for (auto [r0, r1] : std::vector<std::pair<int64_t, int64_t>>{{5, 30}, {8, 16}, {0, 1}, {44, 45}, {17, 17}})
@@ -373,66 +373,84 @@ TEST_P(Q4KFewTokens, RowRangesStridesAndAccumulate) {
     }
 }
 
-TEST_P(Q4KFewTokens, DataKinds) {
+TEST_P(FewTokens, DataKinds) {
   for (Data data : {Data::kZeroScales, Data::kExtreme, Data::kAdversarial, Data::kExact})
     for (int64_t n : {2, 4, 6}) T().cols(2048).rows(17).tokens(n).data(data).Test();
 }
 
-// The few-token kernel's own single-token entry (a pass of one) and GemmCalls of one token
-// give the GEMV's bits too.
-TEST(Q4KFewTokensKernel, OneTokenPassEqualsTheGemv) {
+std::vector<FormatLevel> few_token_variants() {
+  std::vector<FormatLevel> out;
+  for (GgmlType f : {GgmlType::Q4_K, GgmlType::Q6_K})
+    for (IsaLevel l : host_levels(f)) out.emplace_back(f, l);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, FewTokens, ::testing::ValuesIn(few_token_variants()),
+                         [](const ::testing::TestParamInfo<FormatLevel>& i) {
+                           return std::string(format_short_name(i.param.first)) + "_" + isa::level_name(i.param.second);
+                         });
+
+// The few-token kernels' own single-token entry (a pass of one) and GemmCalls of one token give
+// the GEMV's bits too; descriptors they are not made for are refused.
+TEST(FewTokensKernel, OneTokenPassEqualsTheGemv) {
   if (!isa::host_supports(IsaLevel::kAvx512Vnni)) GTEST_SKIP() << "host lacks AVX512_VNNI";
-  std::mt19937 rng(11);
-  const int64_t rows = 21, k = 2048;
-  std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes(GgmlType::Q4_K, k)));
-  testing::fill_q4k(Data::kRandom, rng, rows * k / 256, w.data());
-  auto p = pack_weights(GgmlType::Q4_K, 8, w.data(), w.size(), rows, k);
-  ASSERT_TRUE(p.has_value()) << p.error();
-  std::vector<float> f(static_cast<size_t>(k));
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (auto& v : f) v = u(rng);
-  std::vector<uint8_t> x(static_cast<size_t>(row_bytes(GgmlType::Q8_K, k)));
-  ref::quantize_row(GgmlType::Q8_K, f.data(), x.data(), k);
-  for (KernelOp op : {KernelOp::kGemv, KernelOp::kGemvAccumulate}) {
-    const KernelDesc d =
-        default_gemv_desc(GgmlType::Q4_K, static_cast<int32_t>(k), {IsaLevel::kAvx512Vnni, isa::Tuning::kGeneric}, op);
-    auto gemv = global_registry().get(d);
-    ASSERT_TRUE(gemv.has_value()) << gemv.error();
-    auto few = x64::generate_gemv_q4k_few_avx512(d);
-    ASSERT_TRUE(few.has_value()) << few.error();
-    std::vector<float> want(static_cast<size_t>(rows), 0.5f), got(want), one(want);
-    GemvCall c;
-    c.w = p->data.get();
-    c.x = x.data();
-    c.r0 = 3;
-    c.r1 = 19;
-    c.alpha = -0.75f;
-    c.y = want.data();
-    (**gemv)(c);
-    c.y = got.data();
-    (*few)->run(c);
-    GemmCall g;
-    g.w = p->data.get();
-    g.x = x.data();
-    g.y = one.data();
-    g.r0 = 3;
-    g.r1 = 19;
-    g.n = 1;
-    const float alpha = -0.75f;
-    g.alpha = &alpha;
-    (*few)->run_gemm(g);
-    for (int64_t r = 0; r < rows; ++r) {
-      EXPECT_EQ(testing::detail::bits(got[r]), testing::detail::bits(want[r])) << "row " << r;
-      EXPECT_EQ(testing::detail::bits(one[r]), testing::detail::bits(want[r])) << "row " << r;
+  for (GgmlType f : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    SCOPED_TRACE(format_short_name(f));
+    auto generate = f == GgmlType::Q4_K ? x64::generate_gemv_q4k_few_avx512 : x64::generate_gemv_q6k_few_avx512;
+    std::mt19937 rng(11);
+    const int64_t rows = 21, k = 2048;
+    std::vector<uint8_t> w(static_cast<size_t>(rows * row_bytes(f, k)));
+    if (f == GgmlType::Q4_K) testing::fill_q4k(Data::kRandom, rng, rows * k / 256, w.data());
+    else testing::fill_q6k(Data::kRandom, rng, rows * k / 256, w.data());
+    std::vector<float> xf(static_cast<size_t>(k));
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (auto& v : xf) v = u(rng);
+    std::vector<uint8_t> x(static_cast<size_t>(row_bytes(GgmlType::Q8_K, k)));
+    ref::quantize_row(GgmlType::Q8_K, xf.data(), x.data(), k);
+    for (KernelOp op : {KernelOp::kGemv, KernelOp::kGemvAccumulate}) {
+      const KernelDesc d =
+          default_gemv_desc(f, static_cast<int32_t>(k), {IsaLevel::kAvx512Vnni, isa::Tuning::kGeneric}, op);
+      auto p = pack_weights(f, d.row_block, w.data(), w.size(), rows, k);
+      ASSERT_TRUE(p.has_value()) << p.error();
+      auto gemv = global_registry().get(d);
+      ASSERT_TRUE(gemv.has_value()) << gemv.error();
+      EXPECT_TRUE((*gemv)->several_tokens());
+      auto few = generate(d);
+      ASSERT_TRUE(few.has_value()) << few.error();
+      std::vector<float> want(static_cast<size_t>(rows), 0.5f), got(want), one(want);
+      GemvCall c;
+      c.w = p->data.get();
+      c.x = x.data();
+      c.r0 = 3;
+      c.r1 = 19;
+      c.alpha = -0.75f;
+      c.y = want.data();
+      (**gemv)(c);
+      c.y = got.data();
+      (*few)->run(c);
+      GemmCall g;
+      g.w = p->data.get();
+      g.x = x.data();
+      g.y = one.data();
+      g.r0 = 3;
+      g.r1 = 19;
+      g.n = 1;
+      const float alpha = -0.75f;
+      g.alpha = &alpha;
+      (*few)->run_gemm(g);
+      for (int64_t r = 0; r < rows; ++r) {
+        EXPECT_EQ(testing::detail::bits(got[r]), testing::detail::bits(want[r])) << "row " << r;
+        EXPECT_EQ(testing::detail::bits(one[r]), testing::detail::bits(want[r])) << "row " << r;
+      }
     }
+    KernelDesc bad = default_gemv_desc(f, 2048, {IsaLevel::kAvx512Vnni, isa::Tuning::kGeneric});
+    bad.op = KernelOp::kGateUpSwiglu;
+    EXPECT_FALSE(generate(bad).has_value());
   }
   KernelDesc bad = default_gemv_desc(GgmlType::Q4_K, 2048, {IsaLevel::kAvx512Vnni, isa::Tuning::kGeneric});
   bad.row_block = 4;
   EXPECT_FALSE(x64::generate_gemv_q4k_few_avx512(bad).has_value());
 }
-
-INSTANTIATE_TEST_SUITE_P(Host, Q4KFewTokens, ::testing::ValuesIn(host_levels(GgmlType::Q4_K)),
-                         [](const ::testing::TestParamInfo<IsaLevel>& i) { return std::string(isa::level_name(i.param)); });
 
 TEST(JitGemm, HostRunsAVnniQ4KGemmWhenItHasVnni) {
   // Guards against the variant list silently shrinking to the scalar reference.

@@ -1,6 +1,7 @@
 // Q4_K x Q8_K for a few tokens at once (AVX-512 VNNI, row block 8), over the GEMV's pair
-// layout (kernels/pack.h): the GEMV kernel hands GemmCalls of 2 to 7 tokens here (more go to
-// the GEMM, which transcodes each row block once for all its tokens).
+// layout (kernels/pack.h): the GEMV kernel hands it its GemmCalls of several tokens (the
+// runtime sends 2 to 11 tokens that way; more go to the GEMM, which transcodes each row block
+// once for all its tokens).
 //
 // Passes of m = 1..4 tokens: each code vector of a row pair is loaded and split into nibbles
 // once and then multiplied into every token's sums, and the scales and mins of the pair are
@@ -13,14 +14,14 @@
 // outputs are bit for bit what the GEMV gives for it alone. (The high nibbles are shifted
 // down before the product instead of masked in place, as the GEMV does with two sums per
 // pair: the integer sum is the same.)
-// Calls of more than 4 tokens run passes of 2 to 4 tokens, the rows of each pass after the
-// first coming from cache when the caller tiles them (runtime/fast_matmul.cpp).
+// Calls of more than 4 tokens run passes of 2 to 4 tokens (few_tokens.h), the rows of each
+// pass after the first coming from cache when the caller tiles them (runtime/fast_matmul.cpp).
 #include <algorithm>
 #include <cstddef>
 #include <memory>
 
+#include "codegen/x64/few_tokens.h"
 #include "codegen/x64/generators.h"
-#include "codegen/x64/jit_base.h"
 #include "kernels/pack.h"
 
 namespace zenmoe::x64 {
@@ -28,7 +29,6 @@ namespace {
 
 using namespace Xbyak;
 
-constexpr int kMaxTokens = 4;
 constexpr int R = 8, P = 4;  // rows per group, row pairs per group
 constexpr int kQ8KBytes = 292, kQ8KBsums = 260;
 // Per super-block and token: W[0..7] (512 bytes), then the 16 bsum-pair dwords.
@@ -36,60 +36,15 @@ constexpr int kTokBytes = 576, kTokBsums = 512;
 // Row groups follow each other without padding: the record pointer runs on into the next.
 static_assert(R * kQ4KPackedRowBytes % 64 == 0);
 
-// One pass. w, r0 and r1 sit where GemvCall has them (the base's row-bound helpers read them).
-struct PassCall {
-  const uint8_t* w = nullptr;
-  const void* unused_x = nullptr;
-  void* unused_y = nullptr;
-  int64_t r0 = 0, r1 = 0;
-  const uint8_t* x[kMaxTokens] = {};
-  float* y[kMaxTokens] = {};
-  float alpha[kMaxTokens] = {};
-};
-static_assert(offsetof(PassCall, w) == 0 && offsetof(PassCall, r0) == 24 && offsetof(PassCall, r1) == 32);
-constexpr int kPX = offsetof(PassCall, x), kPY = offsetof(PassCall, y), kPAlpha = offsetof(PassCall, alpha);
-using PassFn = void (*)(const PassCall*);
-
-class FewTokensQ4K : public JitKernelBase {
+class FewTokensQ4K : public FewTokensKernel {
  public:
-  explicit FewTokensQ4K(const KernelDesc& d)
-      : JitKernelBase(96 * 1024, d.prefetch_hint), d_(d), S_(d.cols / 256), acc_(d.op == KernelOp::kGemvAccumulate) {}
-  void generate();
-  Status seal_passes();
-  // One token: a pass of one.
-  void run(const GemvCall& c) const override {
-    PassCall p;
-    p.w = c.w;
-    p.r0 = c.r0;
-    p.r1 = c.r1;
-    p.x[0] = static_cast<const uint8_t*>(c.x);
-    p.y[0] = c.y;
-    p.alpha[0] = c.alpha;
-    fn_[1](&p);
-  }
-  // Passes of at most 4 tokens, as even as they can be (7 = 4 + 3, 9 = 3 + 3 + 3).
-  void run_gemm(const GemmCall& c) const override {
-    const int64_t passes = (c.n + kMaxTokens - 1) / kMaxTokens;
-    for (int64_t i = 0, t = 0; i < passes; ++i) {
-      const int64_t m = (c.n - t) / (passes - i) + ((c.n - t) % (passes - i) != 0 ? 1 : 0);
-      PassCall p;
-      p.w = c.w;
-      p.r0 = c.r0;
-      p.r1 = c.r1;
-      for (int64_t j = 0; j < m; ++j, ++t) {
-        p.x[j] = gemm_x_row(c, t);
-        p.y[j] = gemm_y_row(c, t);
-        p.alpha[j] = c.alpha != nullptr ? c.alpha[t] : 1.0f;
-      }
-      fn_[m](&p);
-    }
-  }
+  explicit FewTokensQ4K(const KernelDesc& d) : FewTokensKernel(d, 96 * 1024), S_(d.cols / 256) {}
 
  private:
   const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPc = r13, rRow = r14;
   const Reg64 rPw = r8, rPx = r9, rCnt = r10, rW = rsi;
   // zmm0-15: the float sums of token t, pair p at zAcc(t, p).
-  const Zmm zI[kMaxTokens] = {zmm16, zmm17, zmm18, zmm19};
+  const Zmm zI[kFewMaxTokens] = {zmm16, zmm17, zmm18, zmm19};
   const Zmm zV = zmm20, zLo = zmm21, zHi = zmm22, zS = zmm23, zM = zmm24, zT = zmm25;
   const Zmm zDd = zmm26, zDm = zmm27, zM0F = zmm28, zT2 = zmm29, zT3 = zmm30;
   static Zmm zAcc(int t, int p) { return Zmm(t * P + p); }
@@ -100,32 +55,14 @@ class FewTokensQ4K : public JitKernelBase {
   int64_t d_offset(int m) const { return int64_t{S_} * m * kTokBytes; }
   int64_t dsc_offset(int m) const { return d_offset(m) + (int64_t{S_} * m * 4 + 63) / 64 * 64; }
   int64_t cst_offset(int m) const { return dsc_offset(m) + 64 * m; }
-  void emit_pass(int m);
+  void emit_pass(int m) override;
   void prep(int m);
   void superblock(int m);
   void pair(int m, int p);
   void store(int m);
 
-  KernelDesc d_;
   int S_;
-  bool acc_;
-  size_t entry_[kMaxTokens + 1] = {};
-  PassFn fn_[kMaxTokens + 1] = {};
 };
-
-void FewTokensQ4K::generate() {
-  for (int m = 1; m <= kMaxTokens; ++m) {
-    align(64);
-    entry_[m] = getSize();
-    emit_pass(m);
-  }
-}
-
-Status FewTokensQ4K::seal_passes() {
-  ZENMOE_RETURN_IF_ERROR(seal());
-  for (int m = 1; m <= kMaxTokens; ++m) fn_[m] = reinterpret_cast<PassFn>(getCode() + entry_[m]);
-  return Status::ok();
-}
 
 void FewTokensQ4K::emit_pass(int m) {
   enter_frame(cst_offset(m) + 128);
@@ -270,15 +207,7 @@ void FewTokensQ4K::store(int m) {
   for (int t = 0; t < m; ++t) {
     const Zmm acc[P] = {zAcc(t, 0), zAcc(t, 1), zAcc(t, 2), zAcc(t, 3)};
     fold_four_pairs(acc, zV, {zLo, zHi, zS, zM, zT});
-    mov(r11, qword[rArgs + kPY + 8 * t]);
-    lea(r11, ptr[r11 + rRow * 4]);
-    if (acc_) {
-      vmovups(zT | k2 | T_z, ptr[r11]);
-      vfmadd231ps(zT, zV, ptr_b[rArgs + kPAlpha + 4 * t]);
-      vmovups(ptr[r11] | k2, zT);
-    } else {
-      vmovups(ptr[r11] | k2, zV);
-    }
+    store_token(t, rRow, zV, zT);
   }
 }
 
@@ -289,8 +218,7 @@ Expected<std::unique_ptr<KernelCode>> generate_gemv_q4k_few_avx512(const KernelD
       (d.op != KernelOp::kGemv && d.op != KernelOp::kGemvAccumulate))
     return Error{canonical_name(d) + ": the few-token Q4_K kernel needs AVX-512 VNNI, row block 8 and a plain GEMV op"};
   auto k = std::make_unique<FewTokensQ4K>(d);
-  k->generate();
-  ZENMOE_RETURN_IF_ERROR(k->seal_passes());
+  ZENMOE_RETURN_IF_ERROR(k->build());
   return std::unique_ptr<KernelCode>(std::move(k));
 }
 

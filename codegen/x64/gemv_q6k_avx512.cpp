@@ -25,6 +25,13 @@ class GemvQ6KAvx512 : public JitKernelBase {
   explicit GemvQ6KAvx512(const KernelDesc& d)
       : JitKernelBase(64 * 1024, d.prefetch_hint), d_(d), S_(d.cols / 256), acc_(d.op == KernelOp::kGemvAccumulate) {}
   void generate();
+  // Calls of several tokens: passes of up to 4 tokens over the weights (the few-token kernel).
+  void run_gemm(const GemmCall& c) const override {
+    if (!few_ || c.n < 2) return KernelCode::run_gemm(c);
+    few_->run_gemm(c);
+  }
+  bool several_tokens() const override { return few_ != nullptr; }
+  std::unique_ptr<KernelCode> few_;
 
  private:
   const Reg64 rArgs = rdi, rGroup = rbx, rGroupEnd = r12, rPlo = r13;
@@ -133,6 +140,11 @@ Expected<std::unique_ptr<KernelCode>> generate_gemv_q6k_avx512(const KernelDesc&
   auto k = std::make_unique<GemvQ6KAvx512>(d);
   k->generate();
   ZENMOE_RETURN_IF_ERROR(k->seal());
+  if (d.op == KernelOp::kGemv || d.op == KernelOp::kGemvAccumulate) {
+    auto few = generate_gemv_q6k_few_avx512(d);
+    if (!few) return Error{few.error()};
+    k->few_ = std::move(*few);
+  }
   return std::unique_ptr<KernelCode>(std::move(k));
 }
 

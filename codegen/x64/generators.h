@@ -32,5 +32,8 @@ std::vector<isa::IsaLevel> gemm_levels(GgmlType weight);
 // (gemv_q4k_few_avx512.cpp). The Q4_K GEMV and fused gate+up kernels of AVX-512 VNNI with
 // row block 8 run their GemmCalls of several tokens through it.
 Expected<std::unique_ptr<KernelCode>> generate_gemv_q4k_few_avx512(const KernelDesc& d);
+// The same for Q6_K (AVX-512 VNNI, row block 16), run by the Q6_K GEMV kernel of such a
+// descriptor (gemv_q6k_few_avx512.cpp).
+Expected<std::unique_ptr<KernelCode>> generate_gemv_q6k_few_avx512(const KernelDesc& d);
 
 }  // namespace zenmoe::x64
