@@ -75,8 +75,8 @@ class KernelCode {
   virtual ~KernelCode() = default;
   virtual void run(const GemvCall& c) const = 0;
   // GEMM kernels override this; any other kernel runs as one GEMV per token (alpha[t] for
-  // its accumulate op), which is what a GEMM over a GEMV descriptor means (the Q4_K GEMV
-  // kernels of AVX-512 VNNI override it too, with passes of a few tokens giving those bits).
+  // its accumulate op), which is what a GEMM over a GEMV descriptor means (the Q4_K and Q6_K
+  // GEMV kernels of AVX-512 VNNI override it too, with passes of a few tokens giving those bits).
   virtual void run_gemm(const GemmCall& c) const {
     for (int64_t t = 0; t < c.n; ++t) {
       GemvCall g;

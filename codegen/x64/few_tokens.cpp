@@ -1,5 +1,7 @@
 #include "codegen/x64/few_tokens.h"
 
+#include <cstdint>
+
 namespace zenmoe::x64 {
 
 using namespace Xbyak;
@@ -11,7 +13,8 @@ Status FewTokensKernel::build() {
     emit_pass(m);
   }
   ZENMOE_RETURN_IF_ERROR(seal());
-  for (int m = 1; m <= kFewMaxTokens; ++m) fn_[m] = reinterpret_cast<PassFn>(getCode() + entry_[m]);
+  for (int m = 1; m <= kFewMaxTokens; ++m)
+    fn_[m] = reinterpret_cast<PassFn>(reinterpret_cast<uintptr_t>(getCode() + entry_[m]));
   return Status::ok();
 }
 
