@@ -79,7 +79,7 @@ inline constexpr uint8_t kGlueNormWeights = 4; // kRouter: divide weights by the
 
 // Bumped whenever the generator emits different code for the same descriptor, so cached
 // objects of an older generator are never loaded for a newer one.
-inline constexpr uint16_t kGlueGeneratorVersion = 16;
+inline constexpr uint16_t kGlueGeneratorVersion = 17;
 
 // The only input of glue code generation. Trivially copyable, no padding: its bytes are the
 // cache key. Fields an op does not use must stay at their defaults (validate() checks).
