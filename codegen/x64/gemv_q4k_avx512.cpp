@@ -48,7 +48,7 @@ namespace {
 
 using namespace Xbyak;
 
-constexpr int kQ8KBytes = 292, kQ8KBsums = 260;
+constexpr int kQ8KBytes = 292;
 // Scratch per super-block: V[0..7] (256 bytes), then the 16 bsum-pair dwords (64 bytes);
 // the super-blocks' d follow all of them as S floats.
 constexpr int kScratchPerSb = 320, kScratchBsums = 256;
@@ -416,13 +416,7 @@ void GemvQ4KAvx512::prep_activations() {
   L(loop);
   q8k_transpose(rPx, rax, zX, zV4, zT0, zT1);
   for (int m = 0; m < 4; ++m) vmovdqa32(ptr[rPw + 64 * m], zV4[m]);
-  // bsum pairs: lane 2s and 2s+1 both get bsums[2s] + bsums[2s+1].
-  vpmovsxwd(zT0, ptr[rPx + kQ8KBsums]);
-  vpshufd(zT1, zT0, 0xB1);
-  vpaddd(zT0, zT0, zT1);
-  vmovdqa32(ptr[rPw + kScratchBsums], zT0);
-  mov(r11d, dword[rPx]);
-  mov(dword[rdx], r11d);
+  q8k_bsum_pairs_and_d(rPx, ptr[rPw + kScratchBsums], dword[rdx], zT0, zT1);
   add(rPx, kQ8KBytes);
   add(rPw, kScratchPerSb);
   add(rdx, 4);

@@ -30,7 +30,7 @@ namespace {
 using namespace Xbyak;
 
 constexpr int R = 8, P = 4;  // rows per group, row pairs per group
-constexpr int kQ8KBytes = 292, kQ8KBsums = 260;
+constexpr int kQ8KBytes = 292;
 // Per super-block and token: W[0..7] (512 bytes), then the 16 bsum-pair dwords.
 constexpr int kTokBytes = 576, kTokBsums = 512;
 // Row groups follow each other without padding: the record pointer runs on into the next.
@@ -135,12 +135,7 @@ void FewTokensQ4K::prep(int m) {
       vpermd(zT0, zWh, zVr[r]);
       vmovdqa32(ptr[rPw + 64 * (2 * r + 1)], zT0);
     }
-    vpmovsxwd(zT0, ptr[rPx + kQ8KBsums]);
-    vpshufd(zT1, zT0, 0xB1);
-    vpaddd(zT0, zT0, zT1);
-    vmovdqa32(ptr[rPw + kTokBsums], zT0);
-    mov(r11d, dword[rPx]);
-    mov(dword[rdx], r11d);
+    q8k_bsum_pairs_and_d(rPx, ptr[rPw + kTokBsums], dword[rdx], zT0, zT1);
     add(rPx, kQ8KBytes);
     add(rPw, m * kTokBytes);
     add(rdx, 4);

@@ -18,7 +18,7 @@ namespace {
 
 using namespace Xbyak;
 
-constexpr int kRows = 16, kQ8KBytes = 292, kQ8KBsums = 260;
+constexpr int kRows = 16, kQ8KBytes = 292;
 
 class GemvQ6KAvx512 : public JitKernelBase {
  public:
@@ -58,12 +58,7 @@ void GemvQ6KAvx512::generate() {
   jge(done, T_NEAR);
   prep_bsums();
   group_bounds(rArgs, kRows, rGroup, rGroupEnd);
-  mov(eax, 0x03030303);
-  vpbroadcastd(zM03, eax);
-  mov(eax, 0x0F0F0F0F);
-  vpbroadcastd(zM0F, eax);
-  mov(eax, 0x3F3F3F3F);
-  vpbroadcastd(zM3F, eax);
+  q6k_masks(zM03, zM0F, zM3F);
   L(groups);
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
@@ -90,18 +85,7 @@ void GemvQ6KAvx512::generate() {
 void GemvQ6KAvx512::prep_bsums() {
   mov(rPx, qword[rArgs + kArgX]);
   mov(rScr, rsp);
-  mov(rCnt, S_);
-  vpxord(zS, zS, zS);
-  Label loop;
-  L(loop);
-  vpmovsxwd(zT, ptr[rPx + kQ8KBsums]);
-  vpslld(zT, zT, 5);
-  vpsubd(zT, zS, zT);
-  vmovdqa32(ptr[rScr], zT);
-  add(rPx, kQ8KBytes);
-  add(rScr, 64);
-  dec(rCnt);
-  jnz(loop, T_NEAR);
+  q6k_code_biases(rPx, rScr, rCnt, S_, zS, zT);
 }
 
 void GemvQ6KAvx512::superblock() {

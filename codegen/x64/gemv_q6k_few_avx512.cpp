@@ -16,7 +16,7 @@ namespace {
 
 using namespace Xbyak;
 
-constexpr int kRows = 16, kQ8KBytes = 292, kQ8KBsums = 260, kRecord = 3392;
+constexpr int kRows = 16, kQ8KBytes = 292, kRecord = 3392;
 static_assert(kRecord % 64 == 0 && kQ6KDOffset < kRecord);
 
 class FewTokensQ6K : public FewTokensKernel {
@@ -53,12 +53,7 @@ void FewTokensQ6K::emit_pass(int m) {
   jge(done, T_NEAR);
   prep_biases(m);
   group_bounds(rArgs, kRows, rGroup, rGroupEnd);
-  mov(eax, 0x03030303);
-  vpbroadcastd(zM03, eax);
-  mov(eax, 0x0F0F0F0F);
-  vpbroadcastd(zM0F, eax);
-  mov(eax, 0x3F3F3F3F);
-  vpbroadcastd(zM3F, eax);
+  q6k_masks(zM03, zM0F, zM3F);
   L(groups);
   mov(rPlo, rGroup);
   imul(rPlo, rPlo, static_cast<int>(group_stride()));
@@ -87,21 +82,10 @@ void FewTokensQ6K::emit_pass(int m) {
 }
 
 void FewTokensQ6K::prep_biases(int m) {
-  vpxord(zS, zS, zS);
   for (int t = 0; t < m; ++t) {
     mov(rax, qword[rArgs + kPX + 8 * t]);
     lea(rScr, ptr[rsp + bias_offset(t)]);
-    mov(rCnt, S_);
-    Label loop;
-    L(loop);
-    vpmovsxwd(zT, ptr[rax + kQ8KBsums]);
-    vpslld(zT, zT, 5);
-    vpsubd(zT, zS, zT);
-    vmovdqa32(ptr[rScr], zT);
-    add(rax, kQ8KBytes);
-    add(rScr, 64);
-    dec(rCnt);
-    jnz(loop, T_NEAR);
+    q6k_code_biases(rax, rScr, rCnt, S_, zS, zT);
   }
 }
 

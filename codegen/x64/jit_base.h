@@ -171,6 +171,48 @@ class JitKernelBase : public Xbyak::CodeGenerator, public KernelCode {
       vpblendmd(v[m] | Xbyak::util::k1, t0, t1);
     }
   }
+  // After q8k_transpose: the super-block's bsum pairs (lanes 2s and 2s + 1 both bsums[2s] +
+  // bsums[2s + 1], the bsums at x + 260) to `bsums`, and its d to `d`. t0, t1 are clobbered,
+  // and r11.
+  void q8k_bsum_pairs_and_d(const Xbyak::Reg64& x, const Xbyak::Address& bsums, const Xbyak::Address& d,
+                            const Xbyak::Zmm& t0, const Xbyak::Zmm& t1) {
+    using Xbyak::util::ptr;
+    vpmovsxwd(t0, ptr[x + 260]);
+    vpshufd(t1, t0, 0xB1);
+    vpaddd(t0, t0, t1);
+    vmovdqa32(bsums, t0);
+    mov(Xbyak::util::r11d, dword[x]);
+    mov(d, Xbyak::util::r11d);
+  }
+  // Q6_K: the byte masks 0x03, 0x0F and 0x3F in every byte (q6k_last_codes). Clobbers eax.
+  void q6k_masks(const Xbyak::Zmm& m03, const Xbyak::Zmm& m0f, const Xbyak::Zmm& m3f) {
+    using Xbyak::util::eax;
+    mov(eax, 0x03030303);
+    vpbroadcastd(m03, eax);
+    mov(eax, 0x0F0F0F0F);
+    vpbroadcastd(m0f, eax);
+    mov(eax, 0x3F3F3F3F);
+    vpbroadcastd(m3f, eax);
+  }
+  // Q6_K: -32 * bsums of every sub-block as int32, 16 a super-block, for the S super-blocks of
+  // the Q8_K row at x, to 64-byte aligned out (the bias of the 6-bit codes). x, out and cnt are
+  // advanced / clobbered, zero and t too.
+  void q6k_code_biases(const Xbyak::Reg64& x, const Xbyak::Reg64& out, const Xbyak::Reg64& cnt, int S,
+                       const Xbyak::Zmm& zero, const Xbyak::Zmm& t) {
+    using Xbyak::util::ptr;
+    mov(cnt, S);
+    vpxord(zero, zero, zero);
+    Xbyak::Label loop;
+    L(loop);
+    vpmovsxwd(t, ptr[x + 260]);
+    vpslld(t, t, 5);
+    vpsubd(t, zero, t);
+    vmovdqa32(ptr[out], t);
+    add(x, 292);
+    add(out, 64);
+    dec(cnt);
+    jnz(loop, T_NEAR);
+  }
   // Row block 8: four pair accumulators acc[0..3] (lane 2s + h: row 2p + h, sub-block s)
   // folded together into the eight row sums in lanes 0..7 of `out`, without a trip through
   // memory. k3 must hold 0x3333; t[0..4] are clobbered.
