@@ -158,8 +158,8 @@ void MatOp::gemm(const Kernel& k, int64_t mat, int64_t r0, int64_t r1, GemmCall 
 
 // The kernel for `tokens` tokens over packed weights: the GEMM from gemm_min_tokens on, else
 // the GEMV kernel, whose call over several tokens reads each weight once for all of them
-// where the format has that form (the Q4_K kernels from AVX-512 VNNI up) and runs one GEMV
-// per token otherwise.
+// where the format has that form (the Q4_K and Q6_K kernels from AVX-512 VNNI up) and runs
+// one GEMV per token otherwise.
 const Kernel& MatOp::kernel_for(int64_t tokens) const {
   return gemm_ && tokens >= gemm_min_tokens(*kernel_) ? *gemm_ : *kernel_;
 }

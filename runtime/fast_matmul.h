@@ -21,8 +21,8 @@ namespace zenmoe {
 
 // Matrices multiplied by fewer tokens than this (an expert's routed slots, or the rows of a
 // short prompt) run the GEMV kernel's call over several tokens, a tile of rows at a time: the
-// Q4_K kernels from AVX-512 VNNI up read each weight once for up to 4 tokens, others run one
-// GEMV per token, every token after the first reading the tile from L2. Over a few tokens the
+// Q4_K and Q6_K kernels from AVX-512 VNNI up read each weight once for up to 4 tokens, others
+// run one GEMV per token, every token after the first reading the tile from L2. Over a few tokens the
 // GEMM kernel is bound by its weight stream, which the GEMV streams faster: a 16-token prompt
 // prefilled no faster than it decoded token by token, and runs 1.6-2.3x faster this way. From
 // 8 tokens on the GEMM's reuse of each weight tile wins (8, 12 and 16 measured alike).
