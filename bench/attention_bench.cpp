@@ -190,7 +190,7 @@ void BM_MlaSplit(benchmark::State& state) {
 }
 BENCHMARK(BM_MlaSplit)
     ->ArgNames({"threads", "heads", "ctx", "min_rows"})
-    ->ArgsProduct({{2}, {16}, {32, 48, 64, 128, 256}, {0, 16, 32, 128}})
+    ->ArgsProduct({{2}, {16}, {32, 48, 64, 128, 256, 512}, {0, 16, 32, 128}})
     ->ArgsProduct({{2}, {64}, {64, 256, 1024}, {0, 32, 128}})
     ->Unit(benchmark::kMicrosecond);
 

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -129,21 +130,43 @@ class ServeCli : public ::testing::Test {
     }
     return events;
   }
-  // The text of the streamed chunks joined (completions: "text", chat: "delta.content"), and
-  // the last chunk's finish reason.
-  static std::string joined(const std::vector<std::string>& events, bool chat, std::string* finish) {
-    std::string text;
+  // Per choice index, what the streamed chunks of a request say: their text joined
+  // (completions: "text", chat: "delta.content"), the finish reason, and their logprobs joined
+  // (completions: each array appended, chat: content[] appended) and how many chunks carried
+  // some; `last` gets the last chunk before [DONE].
+  struct Streamed {
+    std::string text, finish;
+    json logprobs;
+    int logprob_chunks = 0;
+  };
+  static std::map<int, Streamed> by_choice(const std::vector<std::string>& events, bool chat, json* last = nullptr) {
+    std::map<int, Streamed> out;
     for (const std::string& e : events) {
       if (e == "[DONE]") continue;
       const json j = json::parse(e, nullptr, false);
       EXPECT_FALSE(j.is_discarded()) << e;
       if (j.is_discarded()) continue;
-      const json& c = j["choices"][0];
-      if (chat && c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
-      if (!chat) text += c["text"].get<std::string>();
-      if (!c["finish_reason"].is_null()) *finish = c["finish_reason"].get<std::string>();
+      if (last != nullptr) *last = j;
+      for (const json& c : j["choices"]) {
+        Streamed& s = out[c["index"].get<int>()];
+        if (chat && c["delta"].contains("content")) s.text += c["delta"]["content"].get<std::string>();
+        if (!chat) s.text += c["text"].get<std::string>();
+        if (!c["finish_reason"].is_null()) s.finish = c["finish_reason"].get<std::string>();
+        if (!c.contains("logprobs") || c["logprobs"].is_null()) continue;
+        ++s.logprob_chunks;
+        for (const auto& [key, items] : c["logprobs"].items())
+          for (const json& x : items) s.logprobs[key].push_back(x);
+      }
     }
-    return text;
+    return out;
+  }
+  // The text of a one-choice stream's chunks joined, and its finish reason.
+  static std::string joined(const std::vector<std::string>& events, bool chat, std::string* finish) {
+    const std::map<int, Streamed> s = by_choice(events, chat);
+    EXPECT_EQ(s.size(), 1u);
+    if (s.empty()) return "";
+    *finish = s.begin()->second.finish;
+    return s.begin()->second.text;
   }
   testing_cli::CliResult zenmoe(const std::string& args) { return testing_cli::run_zenmoe(args, dir_); }
   // The tiny model with a DeepSeek-V3 chat template, written as ds.gguf in the test's directory
@@ -289,7 +312,6 @@ TEST_F(ServeCli, BadRequestsGetJsonErrorsAndTheServerGoesOn) {
   expect_error("/v1/completions", R"({"prompt":"hi","max_tokens":1.5})", 400, "'max_tokens' must be an integer");
   expect_error("/v1/completions", R"({"prompt":"hi","top_p":2})", 400, "'top_p' must be in");
   expect_error("/v1/completions", R"({"prompt":"hi","n":17})", 400, "'n' must be in");
-  expect_error("/v1/completions", R"({"prompt":"hi","n":2,"stream":true})", 400, "several choices are not streamed");
   expect_error("/v1/completions", R"({"prompt":"hi","stop":[""]})", 400, "must not be empty");
   expect_error("/v1/completions", R"({"prompt":"hi","stop":5})", 400, "'stop' must be a string or an array");
   expect_error("/v1/completions", R"({"prompt":"hi","stream":"yes"})", 400, "'stream' must be true or false");
@@ -434,8 +456,23 @@ TEST_F(ServeCli, ChoicesAreTheSameRequestWithTheNextSeeds) {
   EXPECT_EQ(many["usage"]["completion_tokens"], 18);
   const int prompt = many["usage"]["prompt_tokens"].get<int>();
   EXPECT_EQ(many["usage"]["total_tokens"], prompt + 18);
+  // Streamed: the chunks of each choice carry its index and join into its text; usage comes
+  // in a chunk of its own after every choice's last.
+  json last;
+  const auto streamed = by_choice(post_stream(server.port(), "/v1/completions", req + R"("n":3,"seed":40,"stream":true})"),
+                                  false, &last);
+  ASSERT_EQ(streamed.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(streamed.at(i).text, many["choices"][i]["text"]) << i;
+    EXPECT_EQ(streamed.at(i).finish, "length") << i;
+  }
+  EXPECT_TRUE(last["choices"].empty()) << last.dump();
+  EXPECT_EQ(last["usage"]["completion_tokens"], 18);
   EXPECT_EQ(server.stop(), 0);
-  EXPECT_NE(server.log().find("generated 18 tokens in 3 choices"), std::string::npos) << server.log();
+  const std::string log_text = server.log();
+  size_t lines = 0;
+  for (size_t at = 0; (at = log_text.find("generated 18 tokens in 3 choices", at)) != std::string::npos; ++at) ++lines;
+  EXPECT_EQ(lines, 2u) << log_text;
 }
 
 // SIGTERM while a request generates: it ends at its next token with what it has (status 200,
@@ -521,7 +558,24 @@ TEST_F(ServeCli, LogprobsAreTheModelsLogSoftmax) {
     said += from_bytes;
   }
   EXPECT_EQ(said, chat["choices"][0]["message"]["content"]);
-  for (const char* bad : {R"({"prompt":"x","logprobs":2,"stream":true})", R"({"prompt":"x","logprobs":21})",
+
+  // Streamed, each chunk carries the logprobs of its tokens: joined, the answer's own.
+  const auto events = post_stream(server.port(), "/v1/completions",
+                                  R"({"prompt":"The quick brown fox","max_tokens":5,"temperature":0,"logprobs":3,)"
+                                  R"("stream":true})");
+  const auto streamed = by_choice(events, false);
+  ASSERT_EQ(streamed.size(), 1u);
+  EXPECT_EQ(streamed.at(0).text, j["choices"][0]["text"]);
+  EXPECT_EQ(streamed.at(0).logprobs, lp);
+  EXPECT_GT(streamed.at(0).logprob_chunks, 1);
+  const auto chat_events = post_stream(server.port(), "/v1/chat/completions",
+                                       R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":3,)"
+                                       R"("temperature":0,"logprobs":true,"top_logprobs":2,"stream":true})");
+  const auto chat_streamed = by_choice(chat_events, true);
+  ASSERT_EQ(chat_streamed.size(), 1u);
+  EXPECT_EQ(chat_streamed.at(0).text, chat["choices"][0]["message"]["content"]);
+  EXPECT_EQ(chat_streamed.at(0).logprobs, chat["choices"][0]["logprobs"]);
+  for (const char* bad : {R"({"prompt":"x","logprobs":21})",
                           R"({"prompt":"x","logprobs":-1})",
                           R"({"messages":[{"role":"user","content":"hi"}],"top_logprobs":2})"}) {
     const auto [st, e] = post(server.port(), std::string(bad).find("messages") != std::string::npos

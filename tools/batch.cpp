@@ -186,7 +186,7 @@ Status answer_all(Session& session, std::vector<Request>& all, const std::vector
     if (!sink_status) return nullptr;  // the answers cannot be written: start no more
     return taken < runs.size() ? runs[taken++] : nullptr;
   };
-  feed.on_text = [](const Job*, const std::string&) { return true; };
+  feed.on_text = [](const Job*, const std::string&, std::span<const TokenLogprob>) { return true; };
   std::string failed;  // the first request an executor error ended
   feed.done = [&](const Job* job, Expected<Session::Outcome>&& o) {
     const auto [i, k] = owner.at(job);

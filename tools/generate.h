@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -75,6 +76,9 @@ class Generation {
   void evaluated(int32_t token, double seconds);
   // Once step() returned nothing: the result (the text the stream decoder held back added).
   Decoded finish();
+  // The log-probabilities of the tokens sampled so far (when the limits ask for them): within
+  // on_text, those of the tokens whose text it is are there already.
+  std::span<const TokenLogprob> logprobs() const { return d_.logprobs; }
 
  private:
   const tok::Tokenizer& tk_;

@@ -1,6 +1,6 @@
 // `zenmoe serve`: an OpenAI-compatible HTTP server over one model.
 // POST /v1/completions and /v1/chat/completions (streamed as server-sent events with
-// "stream": true), GET /v1/models and /health. Requests wait for one of --parallel sequence
+// "stream": true, log-probabilities and several choices too), GET /v1/models and /health. Requests wait for one of --parallel sequence
 // slots (one engine thread runs them all, every decode step one batch over the running ones);
 // each keeps the cache positions its prompt shares with the sequence its slot holds (an earlier
 // request's prompt and reply) and evaluates only the rest, so requests sharing a long system
@@ -59,16 +59,38 @@ void send_error(httplib::Response& res, int status, const std::string& message) 
   res.set_content(dump(json{{"error", {{"code", status}, {"message", message}, {"type", type}}}}), "application/json");
 }
 
-// A request handed to the engine thread: its job, then its text as it is generated and its
-// outcome, which the handler waits for.
-struct Pending {
-  Job job;
+// What a handler waits on: one per request, shared by the runs of its choices.
+struct Signal {
   std::mutex mu;
   std::condition_variable cv;
-  std::string text;  // generated, not yet taken by the handler
+};
+
+// A run handed to the engine thread: its job, then its text as it is generated and its
+// outcome, which the handler waits for (all under sig->mu).
+struct Pending {
+  Job job;
+  std::shared_ptr<Signal> sig = std::make_shared<Signal>();
+  std::string text;                    // generated, not yet taken by the handler
+  std::vector<TokenLogprob> logprobs;  // of the tokens generated so far, when the job asks for them
   std::optional<Expected<Session::Outcome>> result;  // set once the job is over
   std::atomic<bool> cancelled{false};                // the client went away: stop generating
 };
+
+// How much of a streamed choice's text may go out (`sent` bytes of it are): up to the first
+// stop string, less the longest tail that could start one.
+size_t sendable(const std::string& text, size_t sent, const std::vector<std::string>& stops) {
+  size_t limit = text.size();
+  for (const std::string& s : stops) {
+    const size_t found = text.find(s, sent >= s.size() ? sent - s.size() + 1 : 0);
+    if (found != std::string::npos) limit = std::min(limit, found);
+    for (size_t k = std::min(s.size() - 1, text.size()); k > text.size() - limit; --k)
+      if (text.compare(text.size() - k, k, s, 0, k) == 0) {
+        limit = text.size() - k;
+        break;
+      }
+  }
+  return limit;
+}
 
 // The thread that runs every request: handlers queue theirs, it hands the queue to
 // Session::run_all, which starts them as sequence slots free up.
@@ -102,10 +124,10 @@ class Engine {
  private:
   static void finish(Pending& p, Expected<Session::Outcome>&& o) {
     {
-      std::lock_guard<std::mutex> lock(p.mu);
+      std::lock_guard<std::mutex> lock(p.sig->mu);
       p.result = std::move(o);
     }
-    p.cv.notify_all();
+    p.sig->cv.notify_all();
   }
   void loop() {
     std::map<const Job*, std::shared_ptr<Pending>> running;
@@ -123,14 +145,16 @@ class Engine {
       queue_.pop_front();
       return &running.emplace(&p->job, p).first->second->job;
     };
-    feed.on_text = [&](const Job* job, const std::string& text) {
+    feed.on_text = [&](const Job* job, const std::string& text, std::span<const TokenLogprob> lps) {
       Pending& p = *running.at(job);
       if (p.cancelled || stopping_) return false;
       {
-        std::lock_guard<std::mutex> lock(p.mu);
+        std::lock_guard<std::mutex> lock(p.sig->mu);
         p.text += text;
+        if (lps.size() > p.logprobs.size())
+          p.logprobs.insert(p.logprobs.end(), lps.begin() + static_cast<std::ptrdiff_t>(p.logprobs.size()), lps.end());
       }
-      p.cv.notify_all();
+      p.sig->cv.notify_all();
       return true;
     };
     feed.done = [&](const Job* job, Expected<Session::Outcome>&& o) {
@@ -275,20 +299,24 @@ class Server {
     }
     const std::string id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(++requests_);
     Job request = std::move(std::get<Job>(parsed));
-    if (!request.stream) {  // each choice runs as a job of its own; the answer once all are done
-      std::vector<std::shared_ptr<Pending>> runs;
-      for (Job& c : Session::choices(request)) {
-        runs.push_back(std::make_shared<Pending>());
-        runs.back()->job = std::move(c);
-        engine_.submit(runs.back());
-      }
+    // Each choice runs as a job of its own (side by side given slots), all signalling one waiter.
+    auto sig = std::make_shared<Signal>();
+    std::vector<std::shared_ptr<Pending>> runs;
+    for (Job& c : Session::choices(request)) {
+      runs.push_back(std::make_shared<Pending>());
+      runs.back()->job = std::move(c);
+      runs.back()->sig = sig;
+    }
+    if (!request.stream) {  // the answer once all are done
+      for (const std::shared_ptr<Pending>& p : runs) engine_.submit(p);
       std::vector<Session::Outcome> outcomes;
       json out = envelope(request, id, false);
       out["choices"] = json::array();
+      std::unique_lock<std::mutex> lock(sig->mu);
       for (const std::shared_ptr<Pending>& p : runs) {
-        std::unique_lock<std::mutex> lock(p->mu);
-        p->cv.wait(lock, [&] { return p->result.has_value(); });
+        sig->cv.wait(lock, [&] { return p->result.has_value(); });
         if (!*p->result) {
+          for (const std::shared_ptr<Pending>& q : runs) q->cancelled = true;
           send_error(res, 500, p->result->error());
           return;
         }
@@ -298,77 +326,106 @@ class Server {
         out["choices"].back()["logprobs"] = session_.logprobs(request, d);
         outcomes.push_back(std::move(**p->result));
       }
+      lock.unlock();
       out["usage"] = Session::usage(request, outcomes);
       out["timings"] = Session::timings(request, outcomes);
       log_request(id, request, outcomes);
       res.set_content(dump(out), "application/json");
       return;
     }
-    auto pending = std::make_shared<Pending>();
-    pending->job = std::move(request);
-    // Server-sent events: a chunk per piece of text, held back while it could be the start of
-    // a stop string; the last chunk carries the finish reason, usage and timings; then [DONE].
+    auto job = std::make_shared<const Job>(std::move(request));
+    // Server-sent events: per choice ("index"), a chunk per piece of text (held back while it
+    // could be the start of a stop string) with its tokens' logprobs when asked for, and a last
+    // chunk with its finish reason; usage and timings in the one choice's last chunk, or after
+    // several choices in a chunk of their own with no choices; then [DONE].
     res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", [this, pending, id](size_t, httplib::DataSink& sink) {
-      const Job& job = pending->job;
+    res.set_chunked_content_provider("text/event-stream", [this, job, sig, runs, id](size_t, httplib::DataSink& sink) {
       const auto event = [&](const json& j) {
         const std::string line = "data: " + dump(j) + "\n\n";
         return sink.write(line.data(), line.size());
       };
-      std::string text;
-      size_t sent = 0;
+      const auto chunk = [&](size_t i, const std::string& text, const char* finish) {
+        json c = envelope(*job, id, true);
+        c["choices"] = json::array({choice(*job, text, finish, true, static_cast<int>(i))});
+        return c;
+      };
+      struct Streamed {
+        std::string text;  // taken from the run so far
+        size_t sent = 0;   // bytes of it sent
+        Session::LogprobCursor lp;
+        bool over = false;
+      };
+      std::vector<Streamed> cs(runs.size());
       bool open = true;
-      if (job.chat) {
-        json first = envelope(job, id, true);
-        first["choices"] = json::array({{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                         {"finish_reason", nullptr}}});
-        open = event(first);
-      }
-      engine_.submit(pending);
-      std::unique_lock<std::mutex> lock(pending->mu);
-      for (;;) {
-        pending->cv.wait(lock, [&] { return !pending->text.empty() || pending->result.has_value(); });
-        const std::string piece = std::exchange(pending->text, std::string());
-        text += piece;
-        // What may go out: up to the first stop string, less the longest tail that could
-        // start one. Woken by the outcome alone, nothing is new: the last chunk sends the rest.
-        size_t limit = text.size();
-        for (const std::string& s : job.limits.stops) {
-          const size_t found = text.find(s, sent >= s.size() ? sent - s.size() + 1 : 0);
-          if (found != std::string::npos) limit = std::min(limit, found);
-          for (size_t k = std::min(s.size() - 1, text.size()); k > text.size() - limit; --k)
-            if (text.compare(text.size() - k, k, s, 0, k) == 0) {
-              limit = text.size() - k;
-              break;
-            }
+      if (job->chat)
+        for (size_t i = 0; i < runs.size() && open; ++i) {
+          json first = chunk(i, "", nullptr);
+          first["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
+          open = event(first);
         }
-        if (open && !piece.empty() && limit > sent) {
-          json c = envelope(job, id, true);
-          c["choices"] = json::array({choice(job, text.substr(sent, limit - sent), nullptr, true)});
-          lock.unlock();
-          open = event(c);
-          lock.lock();
-          sent = limit;
-        }
-        if (!open) {  // the client went away
-          pending->cancelled = true;
+      for (const std::shared_ptr<Pending>& p : runs) engine_.submit(p);
+      std::vector<Session::Outcome> outcomes(runs.size());
+      std::optional<std::string> failed;
+      size_t left = runs.size();
+      std::unique_lock<std::mutex> lock(sig->mu);
+      const auto send = [&](const json& j) {
+        lock.unlock();
+        open = open && event(j);
+        lock.lock();
+      };
+      while (left > 0 && open && !failed) {
+        sig->cv.wait(lock, [&] {
+          for (size_t i = 0; i < runs.size(); ++i)
+            if (!cs[i].over && (!runs[i]->text.empty() || runs[i]->result.has_value())) return true;
           return false;
+        });
+        for (size_t i = 0; i < runs.size() && open && !failed; ++i) {
+          Pending& p = *runs[i];
+          Streamed& c = cs[i];
+          if (c.over) continue;
+          const std::string piece = std::exchange(p.text, std::string());
+          c.text += piece;
+          // Woken by the outcome alone, nothing is new: the last chunk sends the rest.
+          const size_t limit = sendable(c.text, c.sent, job->limits.stops);
+          if (!piece.empty() && limit > c.sent) {
+            json j = chunk(i, c.text.substr(c.sent, limit - c.sent), nullptr);
+            j["choices"][0]["logprobs"] = session_.logprobs(*job, p.logprobs, &c.lp, limit);
+            c.sent = limit;
+            send(j);
+          }
+          if (!p.result.has_value() || !p.text.empty()) continue;
+          c.over = true;
+          --left;
+          if (!*p.result) {
+            failed = p.result->error();
+            break;
+          }
+          Session::Outcome& o = outcomes[i] = std::move(**p.result);
+          const std::string all = Session::visible(o.d, job->limits);
+          json last = chunk(i, all.size() > c.sent ? all.substr(c.sent) : "", Session::finish_reason(o.d));
+          last["choices"][0]["logprobs"] = session_.logprobs(*job, o.d.logprobs, &c.lp, all.size());
+          if (runs.size() == 1) {
+            last["usage"] = Session::usage(*job, o);
+            last["timings"] = Session::timings(*job, o);
+          }
+          send(last);
         }
-        if (pending->result.has_value() && pending->text.empty()) break;
       }
-      const Expected<Session::Outcome>& o = *pending->result;
       lock.unlock();
-      if (!o) {
-        event(json{{"error", {{"code", 500}, {"message", o.error()}, {"type", "server_error"}}}});
+      if (left > 0)  // the client went away, or a run failed: the others stop at their next token
+        for (const std::shared_ptr<Pending>& p : runs) p->cancelled = true;
+      if (!open) return false;
+      if (failed) {
+        event(json{{"error", {{"code", 500}, {"message", *failed}, {"type", "server_error"}}}});
       } else {
-        const std::string all = Session::visible(o->d, job.limits);
-        json last = envelope(job, id, true);
-        const std::string rest = all.size() > sent ? all.substr(sent) : "";
-        last["choices"] = json::array({choice(job, rest, Session::finish_reason(o->d), true)});
-        last["usage"] = Session::usage(job, *o);
-        last["timings"] = Session::timings(job, *o);
-        log_request(id, job, std::span(&*o, 1));
-        event(last);
+        if (runs.size() > 1) {
+          json tail = envelope(*job, id, true);
+          tail["choices"] = json::array();
+          tail["usage"] = Session::usage(*job, outcomes);
+          tail["timings"] = Session::timings(*job, outcomes);
+          event(tail);
+        }
+        log_request(id, *job, outcomes);
       }
       const std::string done = "data: [DONE]\n\n";
       sink.write(done.data(), done.size());

@@ -211,8 +211,6 @@ std::variant<Job, BadRequest> Session::parse(const json& body, bool chat) const 
   } else if (auto bad = read_int(body, "logprobs", 0, kMaxTopLogprobs, &top)) {
     return *bad;
   }
-  if (top >= 0 && job.stream) return BadRequest{400, "log-probabilities are not streamed: ask without 'stream'"};
-  if (n_choices > 1 && job.stream) return BadRequest{400, "several choices are not streamed: ask without 'stream'"};
   job.n = static_cast<int>(n_choices);
   job.limits.top_logprobs = static_cast<int>(top);
   job.limits.n_predict = max_tokens;
@@ -267,7 +265,7 @@ Expected<Session::Outcome> Session::run(const Job& job, const std::function<bool
   bool taken = false;
   JobFeed feed;
   feed.next = [&]() -> const Job* { return std::exchange(taken, true) ? nullptr : &job; };
-  feed.on_text = [&](const Job*, const std::string& text) { return on_text(text); };
+  feed.on_text = [&](const Job*, const std::string& text, std::span<const TokenLogprob>) { return on_text(text); };
   feed.done = [&](const Job*, Expected<Outcome>&& o) { result = std::move(o); };
   const Status st = run_all(feed);
   if (!result) return Error{st.message()};
@@ -314,8 +312,9 @@ Status Session::run_all(const JobFeed& feed, StepTotals* totals) {
     sl.o.prompt_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::vector<int32_t>& held = held_[static_cast<size_t>(s)];
     held.insert(held.end(), rest.begin(), rest.end());
-    sl.gen = std::make_unique<Generation>(tk_, *sl.sampler, job->limits, ex_->n_vocab(),
-                                          [&feed, job](const std::string& text) { return feed.on_text(job, text); });
+    sl.gen = std::make_unique<Generation>(
+        tk_, *sl.sampler, job->limits, ex_->n_vocab(),
+        [&feed, &sl, job](const std::string& text) { return feed.on_text(job, text, sl.gen->logprobs()); });
     sl.job = job;
     const std::optional<int32_t> first = sl.gen->step(logits.data(), ex_->n_past(), ex_->n_ctx());
     if (first) sl.next = *first;
@@ -373,9 +372,13 @@ std::string Session::visible(const Decoded& d, const DecodeLimits& limits) {
 }
 
 json Session::logprobs(const Job& job, const Decoded& d) const {
-  if (job.limits.top_logprobs < 0) return nullptr;
   // The tokens whose text starts within the text the client sees (before a stop string).
-  const size_t shown = visible(d, job.limits).size();
+  LogprobCursor at;
+  return logprobs(job, d.logprobs, &at, visible(d, job.limits).size());
+}
+
+json Session::logprobs(const Job& job, std::span<const TokenLogprob> lps, LogprobCursor* at, size_t limit) const {
+  if (job.limits.top_logprobs < 0) return nullptr;
   const auto bytes = [](std::string_view piece) {
     json b = json::array();
     for (char c : piece) b.push_back(static_cast<unsigned char>(c));
@@ -383,9 +386,8 @@ json Session::logprobs(const Job& job, const Decoded& d) const {
   };
   json tokens = json::array(), token_lp = json::array(), top = json::array(), offsets = json::array(),
        content = json::array();
-  size_t at = 0;
-  for (const TokenLogprob& t : d.logprobs) {
-    if (at >= shown) break;
+  for (; at->token < lps.size() && at->offset < limit; ++at->token) {
+    const TokenLogprob& t = lps[at->token];
     const std::string piece(tk_.piece(t.token));
     if (job.chat) {
       json alts = json::array();
@@ -397,12 +399,12 @@ json Session::logprobs(const Job& job, const Decoded& d) const {
     } else {
       tokens.push_back(piece);
       token_lp.push_back(t.logprob);
-      offsets.push_back(at);
+      offsets.push_back(at->offset);
       json alts = json::object();
       for (const auto& [id, lp] : t.top) alts[std::string(tk_.piece(id))] = lp;
       top.push_back(alts);
     }
-    at += piece.size();
+    at->offset += piece.size();
   }
   if (job.chat) return {{"content", content}};
   return {{"tokens", tokens}, {"token_logprobs", token_lp}, {"top_logprobs", top}, {"text_offset", offsets}};

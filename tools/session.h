@@ -101,8 +101,10 @@ class Session {
   struct JobFeed {
     // The next job to start, or null when none waits now.
     std::function<const Job*()> next;
-    // A job's text as it is generated (false: stop that job, as Session::run's on_text).
-    std::function<bool(const Job*, const std::string&)> on_text;
+    // A job's text as it is generated (false: stop that job, as Session::run's on_text), with
+    // the log-probabilities of its tokens so far (when the job asks for them; those of the
+    // tokens this text comes from included).
+    std::function<bool(const Job*, const std::string&, std::span<const TokenLogprob>)> on_text;
     // A job is over: its outcome, or the executor error that ended it.
     std::function<void(const Job*, Expected<Outcome>&&)> done;
   };
@@ -121,6 +123,14 @@ class Session {
   // (completions: tokens, token_logprobs, top_logprobs, text_offset from the completion's
   // start; chat: content[] of token, logprob, bytes, top_logprobs); null when not asked for.
   json logprobs(const Job& job, const Decoded& d) const;
+  // Where a stream's logprobs have got to: the next token, and where its text starts.
+  struct LogprobCursor {
+    size_t token = 0;
+    size_t offset = 0;
+  };
+  // The logprobs object of a streamed piece: the tokens from *at whose text starts before byte
+  // `limit` of the generated text (*at moves past them); null when the job asks for none.
+  json logprobs(const Job& job, std::span<const TokenLogprob> lps, LogprobCursor* at, size_t limit) const;
   // OpenAI's finish_reason: "length" (max_tokens or the context), else "stop".
   static const char* finish_reason(const Decoded& d);
   // The runs of a job asking for n choices: n copies asking for one each, choice i seeded with
