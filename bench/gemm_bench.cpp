@@ -77,7 +77,9 @@ struct Shape {
   int64_t cols, rows;
 };
 
-void BM_Gemm(benchmark::State& state, GgmlType f, Shape s, int64_t n, bool gemv_loop) {
+// `dram`: the weights read from memory, as a model's layers read theirs (copies cycled through,
+// together far larger than the L3), else resident in the caches.
+void BM_Gemm(benchmark::State& state, GgmlType f, Shape s, int64_t n, bool gemv_loop, bool dram) {
   const isa::Target target{isa::IsaLevel::kAvx512Vnni, isa::host_tuning()};
   if (!isa::host_supports(isa::IsaLevel::kAvx512Vnni)) return state.SkipWithError("host lacks AVX512_VNNI");
   const KernelDesc d = gemv_loop ? default_gemv_desc(f, static_cast<int32_t>(s.cols), target)
@@ -107,7 +109,19 @@ void BM_Gemm(benchmark::State& state, GgmlType f, Shape s, int64_t n, bool gemv_
   c.x_stride = xs;
   c.y_stride = s.rows;
   (*k)->gemm(c);
+  std::vector<PackedWeights> copies;
+  const size_t bytes = static_cast<size_t>(row_bytes(f, s.cols) * s.rows);
+  for (size_t i = 0; dram && i < (size_t{256} << 20) / bytes + 1; ++i) {
+    auto q = pack_weights(f, d.row_block, w.data(), w.size(), s.rows, s.cols);
+    if (!q) return state.SkipWithError(q.error().c_str());
+    copies.push_back(std::move(*q));
+  }
+  size_t next = 0;
   for (auto _ : state) {
+    if (dram) {
+      c.w = copies[next].data.get();
+      next = next + 1 == copies.size() ? 0 : next + 1;
+    }
     (*k)->gemm(c);
     benchmark::ClobberMemory();
   }
@@ -127,16 +141,22 @@ struct Registrar {
         for (bool loop : {false, true}) {
           const std::string name = std::string(loop ? "gemv_loop" : "gemm") + "_q4k/" + std::to_string(s.cols) +
                                    "x" + std::to_string(s.rows) + "/n:" + std::to_string(n);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q4_K, s, n, loop)
+          benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q4_K, s, n, loop, false)
               ->Unit(benchmark::kMicrosecond);
         }
+    // Expert-shaped Q4_K weights from memory, one token (the GEMV) and a few (its passes).
+    for (int64_t n : {1, 2, 4, 8}) {
+      const std::string name = "gemv_loop_q4k_dram/2048x512/n:" + std::to_string(n);
+      benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q4_K, Shape{2048, 512}, n, true, true)
+          ->Unit(benchmark::kMicrosecond);
+    }
     // Q6_K (the output matrix of Q4_K_S files) a few tokens at a time: the GEMM against the
     // GEMV kernel's GemmCall (passes of up to 4 tokens over the weights on AVX-512 VNNI).
     for (int64_t n : {2, 4, 8, 16})
       for (bool loop : {false, true}) {
         const std::string name =
             std::string(loop ? "gemv_loop" : "gemm") + "_q6k/2048x1024/n:" + std::to_string(n);
-        benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q6_K, Shape{2048, 1024}, n, loop)
+        benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q6_K, Shape{2048, 1024}, n, loop, false)
             ->Unit(benchmark::kMicrosecond);
       }
     // Q5_K, Q6_K and Q8_0 (also the transcoded Q5_0 weights) at the expert shapes, and the
@@ -146,7 +166,7 @@ struct Registrar {
         for (int64_t n : {32, 128}) {
           const std::string name = std::string("gemm_") + format_short_name(f) + "/" + std::to_string(s.cols) + "x" +
                                    std::to_string(s.rows) + "/n:" + std::to_string(n);
-          benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, f, s, n, false)->Unit(benchmark::kMicrosecond);
+          benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, f, s, n, false, false)->Unit(benchmark::kMicrosecond);
         }
   }
 } registrar;

@@ -126,6 +126,13 @@ Status GemvQ4KAvx512::attach_few_tokens() {
     if (!fn) return Error{fn.error()};
     epilogue_ = *fn;
   }
+  // The passes walk the row groups as one stream. On Zen 5 they prefetch as many bytes ahead as
+  // the GEMV's streams have in flight together (2 x 3072): bench_gemm
+  // gemv_loop_q4k_dram/2048x512 (weights from memory), two rounds, 2 / 4 / 8 tokens 21.1-21.5 /
+  // 29.3-30.3 / 53.7-56.1 us at 3072 bytes ahead, 20.4-20.9 / 23.8-25.1 / 47.2-47.4 at 6144
+  // (12288: 24.5 / 27.8 / 51); bench model -t 1 -np 32, bench preset, three rounds in turn:
+  // 250-256 -> 266-284 tok/s. Zen 4's passes, bound by their loads, keep the GEMV's distance.
+  if (plain.tuning == isa::Tuning::kZen5) plain.prefetch *= plain.streams;
   auto few = generate_gemv_q4k_few_avx512(plain);
   if (!few) return Error{few.error()};
   few_ = std::move(*few);
