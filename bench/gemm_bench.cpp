@@ -145,11 +145,13 @@ struct Registrar {
               ->Unit(benchmark::kMicrosecond);
         }
     // Expert-shaped Q4_K weights from memory, one token (the GEMV) and a few (its passes).
-    for (int64_t n : {1, 2, 4, 8}) {
-      const std::string name = "gemv_loop_q4k_dram/2048x512/n:" + std::to_string(n);
-      benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q4_K, Shape{2048, 512}, n, true, true)
-          ->Unit(benchmark::kMicrosecond);
-    }
+    for (Shape s : {Shape{2048, 512}, Shape{512, 2048}})
+      for (int64_t n : {1, 2, 4, 8}) {
+        const std::string name = "gemv_loop_q4k_dram/" + std::to_string(s.cols) + "x" + std::to_string(s.rows) +
+                                 "/n:" + std::to_string(n);
+        benchmark::RegisterBenchmark(name.c_str(), BM_Gemm, GgmlType::Q4_K, s, n, true, true)
+            ->Unit(benchmark::kMicrosecond);
+      }
     // Q6_K (the output matrix of Q4_K_S files) a few tokens at a time: the GEMM against the
     // GEMV kernel's GemmCall (passes of up to 4 tokens over the weights on AVX-512 VNNI).
     for (int64_t n : {2, 4, 8, 16})
