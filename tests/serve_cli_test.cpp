@@ -459,8 +459,8 @@ TEST_F(ServeCli, ChoicesAreTheSameRequestWithTheNextSeeds) {
   // Streamed: the chunks of each choice carry its index and join into its text; usage comes
   // in a chunk of its own after every choice's last.
   json last;
-  const auto streamed = by_choice(post_stream(server.port(), "/v1/completions", req + R"("n":3,"seed":40,"stream":true})"),
-                                  false, &last);
+  const auto events = post_stream(server.port(), "/v1/completions", req + R"("n":3,"seed":40,"stream":true})");
+  const auto streamed = by_choice(events, false, &last);
   ASSERT_EQ(streamed.size(), 3u);
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(streamed.at(i).text, many["choices"][i]["text"]) << i;

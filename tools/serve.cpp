@@ -1,7 +1,8 @@
 // `zenmoe serve`: an OpenAI-compatible HTTP server over one model.
 // POST /v1/completions and /v1/chat/completions (streamed as server-sent events with
-// "stream": true, log-probabilities and several choices too), GET /v1/models and /health. Requests wait for one of --parallel sequence
-// slots (one engine thread runs them all, every decode step one batch over the running ones);
+// "stream": true, log-probabilities and several choices too), GET /v1/models and /health.
+// Requests wait for one of --parallel sequence slots (one engine thread runs them all, every
+// decode step one batch over the running ones);
 // each keeps the cache positions its prompt shares with the sequence its slot holds (an earlier
 // request's prompt and reply) and evaluates only the rest, so requests sharing a long system
 // prompt or document pay for it once (usage.prompt_tokens_details.cached_tokens says how many).
