@@ -127,7 +127,7 @@ Status GemvQ4KAvx512::attach_few_tokens() {
     epilogue_ = *fn;
   }
   // The passes walk the row groups as one stream. On Zen 5 they prefetch as many bytes ahead as
-  // the GEMV's streams have in flight together (2 x 3072): bench_gemm
+  // the GEMV's streams have in flight together (2 x 3072): zenmoe_bench
   // gemv_loop_q4k_dram/2048x512 (weights from memory), two rounds, 2 / 4 / 8 tokens 21.1-21.5 /
   // 29.3-30.3 / 53.7-56.1 us at 3072 bytes ahead, 20.4-20.9 / 23.8-25.1 / 47.2-47.4 at 6144
   // (12288: 24.5 / 27.8 / 51); bench model -t 1 -np 32, bench preset, three rounds in turn:
