@@ -433,7 +433,7 @@ TEST_F(ServeCli, ParallelRequestsAnswerAsEachDoesAlone) {
 // "n": several choices of one prompt, side by side on the fast engine: choice i is what the
 // same request asking for one gives with the seed + i (asked in turn of a second server, so
 // that each evaluates the same part of the prompt as its choice did: the first all of it, the
-// others its last token); usage counts the prompt once.
+// others its last token); usage counts the prompt once; streamed, the same choices by index.
 TEST_F(ServeCli, ChoicesAreTheSameRequestWithTheNextSeeds) {
   ServerProcess server, single;
   std::string log;
@@ -498,7 +498,8 @@ TEST_F(ServeCli, StopEndsARunningRequestAtItsNextToken) {
 // Log-probabilities: the first generated token's equals the log-softmax of the logits that
 // `zenmoe logits` gives for the prompt (reference engine on both sides); greedy picks the most
 // likely of the alternatives; the pieces join into the text, offsets follow them; chat has
-// OpenAI's content[] form; streams and bad values are refused.
+// OpenAI's content[] form; streamed, the chunks' logprobs join into the same; bad values are
+// refused.
 TEST_F(ServeCli, LogprobsAreTheModelsLogSoftmax) {
   const std::string ds = chat_model();
   ASSERT_FALSE(ds.empty());
