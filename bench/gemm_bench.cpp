@@ -12,6 +12,9 @@
 
 #include <time.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -109,18 +112,18 @@ void BM_Gemm(benchmark::State& state, GgmlType f, Shape s, int64_t n, bool gemv_
   c.x_stride = xs;
   c.y_stride = s.rows;
   (*k)->gemm(c);
-  std::vector<PackedWeights> copies;
-  const size_t bytes = static_cast<size_t>(row_bytes(f, s.cols) * s.rows);
-  for (size_t i = 0; dram && i < (size_t{256} << 20) / bytes + 1; ++i) {
-    auto q = pack_weights(f, d.row_block, w.data(), w.size(), s.rows, s.cols);
-    if (!q) return state.SkipWithError(q.error().c_str());
-    copies.push_back(std::move(*q));
-  }
+  // dram: copies of the packed weights side by side (64-byte aligned each), 256 MB together.
+  const auto stride = static_cast<size_t>((p->layout.total_bytes + 63) / 64 * 64);
+  const size_t copies = dram ? (size_t{256} << 20) / stride + 1 : 0;
+  std::unique_ptr<uint8_t[], AlignedFree> far(dram ? static_cast<uint8_t*>(std::aligned_alloc(64, copies * stride))
+                                                   : nullptr);
+  for (size_t i = 0; i < copies; ++i)
+    std::memcpy(far.get() + i * stride, p->data.get(), static_cast<size_t>(p->layout.total_bytes));
   size_t next = 0;
   for (auto _ : state) {
     if (dram) {
-      c.w = copies[next].data.get();
-      next = next + 1 == copies.size() ? 0 : next + 1;
+      c.w = far.get() + next * stride;
+      next = next + 1 == copies ? 0 : next + 1;
     }
     (*k)->gemm(c);
     benchmark::ClobberMemory();
