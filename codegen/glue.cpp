@@ -308,6 +308,10 @@ bool glue_attn_bf16_dot(const GlueDesc& d) {
          zen;
 }
 
+bool glue_attn_q8_dot(const GlueDesc& d) {
+  return d.op == GlueOp::kAttnDecode && d.kv_type == 3 && d.isa >= isa::IsaLevel::kAvx512Vnni && d.n % 32 == 0;
+}
+
 int64_t glue_attn_pair_dwords(const GlueDesc& d) { return (int64_t{d.v_width} + 31) / 32 * 32; }
 
 GlueAttnLayout glue_attn_layout(const GlueDesc& d) {

@@ -79,7 +79,7 @@ inline constexpr uint8_t kGlueNormWeights = 4; // kRouter: divide weights by the
 
 // Bumped whenever the generator emits different code for the same descriptor, so cached
 // objects of an older generator are never loaded for a newer one.
-inline constexpr uint16_t kGlueGeneratorVersion = 17;
+inline constexpr uint16_t kGlueGeneratorVersion = 18;
 
 // The only input of glue code generation. Trivially copyable, no padding: its bytes are the
 // cache key. Fields an op does not use must stay at their defaults (validate() checks).
@@ -164,6 +164,15 @@ GlueAttnLayout glue_attn_layout(const GlueDesc& d);
 // holds query pairs [n / 2][lanes] and `tile` the value columns of row pairs interleaved
 // [kGlueAttnTileRows / 2][glue_attn_pair_dwords] (pairs of bf16).
 bool glue_attn_bf16_dot(const GlueDesc& d);
+// Whether kAttnDecode scores Q8_0 rows in int8 (vpdpbusd, 64 products per instruction against
+// 16 for an f32 FMA): Q8_0 rows on an AVX-512 VNNI level. The queries are quantised as ggml
+// quantises the activations of a q8_0 dot product (blocks of 32, d = amax / 127 rounded to
+// binary16, codes rounded half to even: ref::from_float_q8_0_x86), each block's integer dot
+// product scaled by both blocks' d in f32, so the scores are those of llama.cpp's q8_0 K cache;
+// the values stay f32 over the widened rows. In this form `qt` holds the query codes plus 128
+// as bytes, a dword of four codes per lane: [n / 4][lanes], then the blocks' d: [n / 32][lanes];
+// `tile` holds the widened rows' first v_width elements (whole blocks).
+bool glue_attn_q8_dot(const GlueDesc& d);
 // Dwords per interleaved row pair in the bf16 dot form's tile: v_width rounded up to 32.
 int64_t glue_attn_pair_dwords(const GlueDesc& d);
 GlueDesc glue_rope_desc(const ref::RopeParams& p, isa::IsaLevel isa, GlueCpu cpu = GlueCpu::kHost);

@@ -94,6 +94,7 @@ Expected<std::unique_ptr<MlaOp>> MlaOp::create(const ir::Node& n, const ir::Grap
     auto at = glue_kernel(ad);
     if (!at) return Error{at.error()};
     op->bf16_pairs_ = glue_attn_bf16_dot(ad);
+    op->q8_scores_ = glue_attn_q8_dot(ad);
     op->attn_.push_back({*at, glue_attn_layout(ad)});
   }
   return op;

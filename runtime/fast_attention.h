@@ -91,6 +91,9 @@ class MlaOp {
   // AVX512_BF16 target scheduled for Zen 4 or Zen 5); the queries and probabilities are then
   // rounded to bf16.
   bool decode_bf16_pairs() const { return bf16_pairs_ && !amx_; }
+  // Whether the decode kernels score a Q8_0 cache in int8 (glue_attn_q8_dot: an AVX-512 VNNI
+  // target); the queries are then quantised to q8_0 blocks as ggml quantises activations.
+  bool decode_q8_scores() const { return q8_scores_; }
   // Whether decode-sized batches run on the AMX tile unit instead (runtime/attn_amx.h): an F16
   // or BF16 cache on a target of level amx.
   bool decode_amx() const { return amx_; }
@@ -178,6 +181,7 @@ class MlaOp {
   KvCacheType kv_ = KvCacheType::F32;
   bool avx512_ = false;  // the target allows AVX-512 (the decode kernels)
   bool bf16_pairs_ = false;  // the decode kernels take the bf16 dot form
+  bool q8_scores_ = false;   // the decode kernels score in int8 (Q8_0 cache)
   bool amx_ = false;         // decode batches run amx_attend
   mutable std::vector<float> widened_;  // F16 / BF16 cache rows as F32 for the SGEMM path
   // Split decode: heads per thread (H, or 16) and position shares per head. Thread t takes

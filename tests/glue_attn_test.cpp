@@ -7,7 +7,8 @@
 // per head, and the same bits on a second call with a used scratch and a side stream. At the
 // AVX512_BF16 level BF16 rows of even width take the bf16 dot form: its reference rounds the
 // queries to bf16 as the kernel does, and allows the rounding of each probability to bf16
-// (relative 2^-8).
+// (relative 2^-8). At the AVX-512 VNNI level Q8_0 rows take the int8 score form: its reference
+// quantises the queries to q8_0 blocks as ggml quantises activations (ref::from_float_q8_0_x86).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -54,7 +55,10 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
   // the widening form otherwise.
   if (isa::host_supports(isa::IsaLevel::kAvx512Bf16))
     for (int cpu : {0, 1, 2}) cases.push_back({isa::IsaLevel::kAvx512Bf16, KvCacheType::BF16, cpu});
-  int dot_cases = 0;
+  // Q8_0 rows at the VNNI level: the int8 score form for every target CPU.
+  if (isa::host_supports(isa::IsaLevel::kAvx512Vnni))
+    for (int cpu : {0, 1, 2}) cases.push_back({isa::IsaLevel::kAvx512Vnni, KvCacheType::Q8_0, cpu});
+  int dot_cases = 0, q8_dot_cases = 0;
   for (const Shape& sh : shapes)
     for (const auto& [level, kv, cpu_index] : cases) {
       const bool half = kv == KvCacheType::F16, bf = kv == KvCacheType::BF16, q8 = kv == KvCacheType::Q8_0;
@@ -66,9 +70,11 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
       const GlueDesc desc = glue_attn_decode_desc(static_cast<int32_t>(sh.heads), static_cast<int32_t>(sh.width),
                                                   static_cast<int32_t>(sh.v_width), kv_code, scale,
                                                   level, cpus[cpu_index >= 0 ? cpu_index : turn++ % 3]);
-      const bool dot = glue_attn_bf16_dot(desc);
+      const bool dot = glue_attn_bf16_dot(desc), q8_dot = glue_attn_q8_dot(desc);
       EXPECT_EQ(dot, level >= isa::IsaLevel::kAvx512Bf16 && sh.width % 2 == 0 && desc.cpu != GlueCpu::kHost);
+      EXPECT_EQ(q8_dot, q8 && level >= isa::IsaLevel::kAvx512Vnni);
       dot_cases += dot;
+      q8_dot_cases += q8_dot;
       const GlueAttnLayout layout = glue_attn_layout(desc);
       auto fn = glue_kernel(desc);
       ASSERT_TRUE(fn) << fn.error();
@@ -122,6 +128,13 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
       std::vector<float> qr = q;  // the queries as the kernel multiplies them
       if (dot)
         for (float& x : qr) x = ref::bf16_to_fp32(ref::fp32_to_bf16(x));
+      if (q8_dot) {
+        std::vector<uint8_t> blocks(static_cast<size_t>(zenmoe::row_bytes(GgmlType::Q8_0, sh.width)));
+        for (int64_t k = 0; k < sh.m; ++k) {
+          ref::from_float_q8_0_x86(qr.data() + k * sh.width, blocks.data(), sh.width);
+          ref::dequantize_row(GgmlType::Q8_0, blocks.data(), qr.data() + k * sh.width, sh.width);
+        }
+      }
       for (int64_t k = 0; k < sh.m; ++k) {
         std::vector<double> s(static_cast<size_t>(sh.n));
         double mx = -1e300;
@@ -149,7 +162,7 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
           const double tol = 2e-5 * (1 + std::fabs(want)) + (dot ? std::ldexp(mag, -8) : 0.0);
           ASSERT_NEAR(y[static_cast<size_t>(k * sh.v_width + c)], want, tol)
               << what << " m " << sh.m << " n " << sh.n << " width " << sh.width << " head " << k << " column " << c
-              << (dot ? " bf16 dot" : "");
+              << (dot ? " bf16 dot" : q8_dot ? " int8 scores" : "");
         }
       }
       // A second call through the used scratch, with a side stream (ranges unaligned, of odd
@@ -167,6 +180,9 @@ TEST(GlueAttn, DecodeMatchesDoubleSoftmaxAttentionOverAwkwardShapes) {
     }
   if (isa::host_supports(isa::IsaLevel::kAvx512Bf16)) {
     EXPECT_EQ(dot_cases, 16);  // the even widths, for Zen 4 and for Zen 5
+  }
+  if (isa::host_supports(isa::IsaLevel::kAvx512Vnni)) {
+    EXPECT_EQ(q8_dot_cases, 15);  // the widths that are whole blocks (5 shapes), for every CPU
   }
 }
 

@@ -2,7 +2,9 @@
 // and attention over it (AVX-512 kernels on the Q8_0 rows for decode-sized batches, chunked
 // SGEMM otherwise, at AVX-512 and scalar targets, 1-3 threads, head groups of 8 and fewer,
 // contexts past one widening chunk) equals the F32 path run over the dequantised rows, and
-// stays close to the F32 path over the exact rows.
+// stays close to the F32 path over the exact rows. On AVX-512 VNNI targets the decode kernels
+// score in int8 over queries quantised to q8_0: there the queries given to both paths are
+// q8_0 values already (which that quantisation keeps as they are).
 // The CLI accepts `-ctk q8_0 -ctv q8_0` and refuses mixed or unknown types with one line.
 #include <gtest/gtest.h>
 
@@ -40,12 +42,20 @@ void check_target(isa::Target target, int nth) {
   ASSERT_TRUE(f32.has_value() && exact.has_value());
   Cache cq8(GgmlType::Q8_0), cdeq(GgmlType::F32), cexact(GgmlType::F32);
   std::mt19937 rng(1234u + static_cast<unsigned>(nth));
+  const bool q8_scores = (*q8)->decode_q8_scores();
+  EXPECT_EQ(q8_scores, target.level >= isa::IsaLevel::kAvx512Vnni);
   // Prefill chunks (SGEMM path), then decode-sized batches (the Q8_0 kernels).
   int64_t p0 = 0;
   double worst_exact = 0.0;
   for (int64_t T : kBatchSizes) {
     ASSERT_LE(p0 + T, kCtx);
     Batch b(p0, T, rng);
+    if (q8_scores)  // every head's [q_lat | q_pe] row as q8_0 values (whole blocks in each part)
+      for (std::vector<float>* q : {&b.q_lat, &b.q_pe}) {
+        std::vector<uint8_t> blocks(static_cast<size_t>(row_bytes(GgmlType::Q8_0, static_cast<int64_t>(q->size()))));
+        ref::from_float_q8_0_x86(q->data(), blocks.data(), static_cast<int64_t>(q->size()));
+        ref::dequantize_row(GgmlType::Q8_0, blocks.data(), q->data(), static_cast<int64_t>(q->size()));
+      }
     const std::vector<float> ye = attend(**exact, b, cexact, nth);
     const std::vector<float> yq = attend(**q8, b, cq8, nth);
     // store() writes the reference quantiser's bytes.

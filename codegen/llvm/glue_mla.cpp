@@ -77,8 +77,12 @@ class Flash {
  public:
   Flash(Kit& kit, const GlueDesc& desc, const Args& args)
       : k(kit), b(kit.b), d(desc), a(args), L(glue_attn_layout(desc)), W(desc.n), V(desc.v_width),
-        lanes(L.lanes), ng(L.lanes / 16), dot(glue_attn_bf16_dot(desc)), vr(glue_attn_pair_dwords(desc)) {
+        lanes(L.lanes), ng(L.lanes / 16), dot(glue_attn_bf16_dot(desc)), i8(glue_attn_q8_dot(desc)),
+        vr(glue_attn_pair_dwords(desc)) {
     qt = k.at(k.f32, a.q, k.ci64(L.qt));
+    dqt = k.at(k.f32, a.q, k.ci64(L.qt + W / 4 * lanes));
+    if (i8)
+      dpbusd_fn = llvm::Intrinsic::getDeclaration(k.fn->getParent(), llvm::Intrinsic::x86_avx512_vpdpbusd_512);
     tile = k.at(k.f32, a.q, k.ci64(L.tile));
     s = k.at(k.f32, a.q, k.ci64(L.s));
     pairs = k.at(k.f32, a.q, k.ci64(L.pairs));
@@ -123,9 +127,11 @@ class Flash {
   const GlueAttnLayout L;
   const int64_t W, V, lanes, ng;
   const bool dot;      // the bf16 dot form
+  const bool i8;       // the int8 score form (glue_attn_q8_dot)
   const int64_t vr;    // bf16 dot form: value columns rounded up to 32 (dwords per interleaved row pair)
-  Value *qt, *tile, *s, *pairs, *yt, *mx, *sum, *inv;
+  Value *qt, *dqt, *tile, *s, *pairs, *yt, *mx, *sum, *inv;
   llvm::Function *dp_fn = nullptr, *cvt_fn = nullptr;  // vdpbf16ps, vcvtneps2bf16 (512-bit)
+  llvm::Function* dpbusd_fn = nullptr;                 // vpdpbusd (512-bit)
   llvm::AllocaInst *pf_at, *pf_left;  // next tile: byte offset of the next line to ask for, lines left
   // Side stream: the range being fetched, the offset reached in it (in 1/256 bytes), its start,
   // the offset of its last byte, and the advance per step (in 1/256 bytes).
@@ -188,6 +194,7 @@ class Flash {
   // rows, transposed in registers; heads past n_rows are zeros): qt[dd][k] = x[k * W + dd], or
   // in the bf16 dot form qt[dd / 2][k] = the bf16 pair of columns dd, dd + 1.
   void transpose_queries() {
+    if (i8) return quantize_queries();
     auto block = [&](Value* d0, int64_t cnt) {
       k.loop(k.ci64(0), k.ci64(ng), 1, [&](Value* g) {
         Value* h0 = b.CreateMul(g, k.ci64(16));
@@ -218,7 +225,8 @@ class Flash {
   void widen_row(Value* j, Value* dst) {
     Value* src = k.at_bytes(a.x2, b.CreateMul(j, a.stride));
     if (d.kv_type == 3) {  // q8_0: per block of 32, an f16 scale then 32 signed bytes
-      k.loop(k.ci64(0), k.ci64(W / 32), 1, [&](Value* blk) {
+      // The int8 form widens only the value columns' blocks (its scores read the codes).
+      k.loop(k.ci64(0), k.ci64(i8 ? (V + 31) / 32 : W / 32), 1, [&](Value* blk) {
         Value* base = k.at_bytes(src, b.CreateMul(blk, k.ci64(34)));
         Value* scale = b.CreateFPExt(b.CreateAlignedLoad(b.getHalfTy(), base, llvm::Align(1)), k.f32);
         Value* sv = b.CreateVectorSplat(k.vf, scale);
@@ -251,6 +259,7 @@ class Flash {
   // kScoreRun terms. Row j's 32-bit elements start at rows[j]: f32 widened rows, or in the bf16
   // dot form the cache rows' bf16 pairs.
   void scores_block(int GB, int JB, const std::vector<Value*>& rows, int64_t g0, Value* out) {
+    if (i8) return scores_block_i8(GB, JB, rows, g0, out);
     const int64_t terms = dot ? W / 2 : W, run = dot ? kScoreRun / 2 : kScoreRun;
     k.loop(k.ci64(0), k.ci64(terms), run, [&](Value* d0) {
       side_advance();
@@ -281,6 +290,99 @@ class Flash {
     });
   }
 
+  // ---- int8 score form ----
+
+  // The queries as ggml's q8_0 activations (ref::from_float_q8_0_x86), head by head: qt's
+  // dword [dd][k] holds head k's codes 4 dd .. 4 dd + 3 plus 128 (unsigned bytes, as vpdpbusd
+  // takes its first operand), dqt[blk][k] the block's d (binary16, widened). Lanes past the
+  // query rows get codes 0 and d 0.
+  void quantize_queries() {
+    auto* v16i8 = llvm::FixedVectorType::get(k.i8, 16);
+    auto* v32i8 = llvm::FixedVectorType::get(k.i8, 32);
+    auto* v8i32 = llvm::FixedVectorType::get(k.i32, 8);
+    std::vector<int> cat(32);
+    for (int i = 0; i < 32; ++i) cat[static_cast<size_t>(i)] = i;
+    k.loop(k.ci64(0), k.ci64(lanes), 1, [&](Value* h) {
+      Value* mask = head_mask(h, nullptr);
+      Value* row = b.CreateMul(head_row(h), k.ci64(W));
+      k.loop(k.ci64(0), k.ci64(W / 32), 1, [&](Value* blk) {
+        Value* at = b.CreateAdd(row, b.CreateMul(blk, k.ci64(32)));
+        Value* x0 = k.load(a.x, at, mask);
+        Value* x1 = k.load(a.x, b.CreateAdd(at, k.ci64(16)), mask);
+        auto fabs = [&](Value* v) { return b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v); };
+        Value* amax = k.hmax(k.vmax(fabs(x0), fabs(x1)));
+        Value* d = b.CreateFPExt(b.CreateFPTrunc(b.CreateFDiv(amax, k.cf(127.0f)), b.getHalfTy()), k.f32);
+        Value* id = b.CreateSelect(b.CreateFCmpUNE(amax, k.cf(0.0f)), b.CreateFDiv(k.cf(127.0f), amax), k.cf(0.0f));
+        Value* vid = b.CreateVectorSplat(k.vf, id);
+        auto codes = [&](Value* x) { return b.CreateTrunc(k.nearest_int(b.CreateFMul(x, vid)), v16i8); };
+        Value* bytes = b.CreateXor(b.CreateShuffleVector(codes(x0), codes(x1), cat),
+                                   llvm::ConstantInt::get(v32i8, 0x80));  // + 128 (mod 256)
+        Value* dw = b.CreateBitCast(bytes, v8i32);
+        for (int64_t i = 0; i < 8; ++i) {
+          Value* idx = b.CreateAdd(b.CreateMul(b.CreateAdd(b.CreateMul(blk, k.ci64(8)), k.ci64(i)), k.ci64(lanes)), h);
+          b.CreateAlignedStore(b.CreateExtractElement(dw, k.ci64(i)), k.at(k.i32, qt, idx), llvm::Align(4));
+        }
+        k.store_f32(d, dqt, b.CreateAdd(b.CreateMul(blk, k.ci64(lanes)), h));
+      });
+    });
+  }
+  // acc + the sums of four u8 x s8 products per dword (vpdpbusd).
+  Value* dpbusd(Value* acc, Value* u8s, Value* s8s) { return b.CreateCall(dpbusd_fn, {acc, u8s, s8s}); }
+  // Scores of JB cache rows (their Q8_0 blocks from rows[j]) for GB lane groups from g0, added
+  // into out[j][g], a block at a time: per dword of the block, the four codes of each row (one
+  // broadcast) times every head's four query codes plus 128, summed in int32 (vpdpbusd), and
+  // the row's codes times 128 likewise (the same in every lane); their difference is the
+  // block's exact integer dot product, added in f32 times the query's and the row's d.
+  void scores_block_i8(int GB, int JB, const std::vector<Value*>& rows, int64_t g0, Value* out) {
+    std::vector<llvm::AllocaInst*> acc;
+    for (int i = 0; i < JB * GB; ++i) {
+      acc.push_back(k.slot(k.vf32, 1, "sacc"));
+      b.CreateStore(k.splat(0.0f), acc.back());
+    }
+    Value* zero = llvm::Constant::getNullValue(k.vi32);
+    Value* c128 = k.splat_i32(static_cast<int32_t>(0x80808080u));
+    k.loop(k.ci64(0), k.ci64(W / 32), 1, [&](Value* blk) {
+      side_advance();
+      Value* boff = b.CreateMul(blk, k.ci64(34));
+      std::vector<Value*> ia(static_cast<size_t>(JB * GB), zero), corr(static_cast<size_t>(JB), zero);
+      for (int64_t i = 0; i < 8; ++i) {
+        side_step();
+        Value* qrow = b.CreateMul(b.CreateAdd(b.CreateMul(blk, k.ci64(8)), k.ci64(i)), k.ci64(lanes));
+        std::vector<Value*> qv;
+        for (int g = 0; g < GB; ++g)
+          qv.push_back(b.CreateAlignedLoad(k.vi32, k.at(k.i32, qt, b.CreateAdd(qrow, k.ci64(16 * (g0 + g)))),
+                                           llvm::Align(64)));
+        for (int j = 0; j < JB; ++j) {
+          Value* p = k.at_bytes(rows[static_cast<size_t>(j)], b.CreateAdd(boff, k.ci64(2 + 4 * i)));
+          Value* e = b.CreateVectorSplat(k.vf, b.CreateAlignedLoad(k.i32, p, llvm::Align(1)));
+          corr[static_cast<size_t>(j)] = dpbusd(corr[static_cast<size_t>(j)], c128, e);
+          for (int g = 0; g < GB; ++g) {
+            Value*& x = ia[static_cast<size_t>(j * GB + g)];
+            x = dpbusd(x, qv[static_cast<size_t>(g)], e);
+          }
+        }
+      }
+      std::vector<Value*> dq;
+      for (int g = 0; g < GB; ++g)
+        dq.push_back(vload(dqt, b.CreateAdd(b.CreateMul(blk, k.ci64(lanes)), k.ci64(16 * (g0 + g)))));
+      for (int j = 0; j < JB; ++j) {
+        Value* dr = b.CreateFPExt(
+            b.CreateAlignedLoad(b.getHalfTy(), k.at_bytes(rows[static_cast<size_t>(j)], boff), llvm::Align(1)), k.f32);
+        Value* drv = b.CreateVectorSplat(k.vf, dr);
+        for (int g = 0; g < GB; ++g) {
+          llvm::AllocaInst* slot = acc[static_cast<size_t>(j * GB + g)];
+          Value* dot_i = b.CreateSIToFP(b.CreateSub(ia[static_cast<size_t>(j * GB + g)], corr[static_cast<size_t>(j)]), k.vf32);
+          b.CreateStore(fma(dot_i, b.CreateFMul(dq[static_cast<size_t>(g)], drv), b.CreateLoad(k.vf32, slot)), slot);
+        }
+      }
+    });
+    for (int j = 0; j < JB; ++j)
+      for (int g = 0; g < GB; ++g) {
+        Value* idx = k.ci64(j * lanes + 16 * (g0 + g));
+        vstore(b.CreateFAdd(vload(out, idx), b.CreateLoad(k.vf32, acc[static_cast<size_t>(j * GB + g)])), out, idx);
+      }
+  }
+
   // One prefetch step: pf_per lines of the next tile while any are left.
   void prefetch_step() {
     Value* left = b.CreateLoad(k.i64, pf_left);
@@ -296,7 +398,7 @@ class Flash {
 
   // Score steps (iterations of the scores_block inner loop) per kScoreRows cache rows.
   int64_t score_steps_per_block() const {
-    const int64_t terms = dot ? W / 2 : W;
+    const int64_t terms = dot ? W / 2 : i8 ? W / 4 : W;
     int64_t steps = 0, g = 0;
     for (; g + 4 <= ng; g += 4) steps += kScoreRows / score_rows(4) * terms;
     if (g < ng) steps += kScoreRows / score_rows(static_cast<int>(ng - g)) * terms;
@@ -461,7 +563,12 @@ class Flash {
     if (g < ng) fn(static_cast<int>(ng - g), g);
   }
   // Register blocks: rows per score block and columns per value block for GB lane groups.
-  static int score_rows(int GB) { return GB <= 2 ? 12 : 6; }
+  // (the int8 form keeps an int32 sum per row and lane group, each row's correction and an f32
+  // sum per row and lane group live through a block: fewer rows).
+  int score_rows(int GB) const {
+    if (i8) return GB == 1 ? 6 : GB == 2 ? 4 : GB == 3 ? 3 : 2;
+    return GB <= 2 ? 12 : 6;
+  }
   static int value_cols(int GB) { return GB == 1 ? 16 : GB == 4 ? 4 : 8; }
 
   // Scales the tile's scores, folds them into the running maxima and sums and turns the nj
@@ -520,7 +627,7 @@ class Flash {
         k.loop(k.ci64(0), cnt, 1, [&](Value* r) {
           widen_row(b.CreateAdd(b.CreateAdd(j0, jj), r), k.at(k.f32, sub, b.CreateMul(r, k.ci64(W))));
         });
-        if (tail) {
+        if (tail && !i8) {
           Value* past = k.at(k.f32, sub, b.CreateMul(cnt, k.ci64(W)));
           k.vec_loop(b.CreateMul(b.CreateSub(scored, cnt), k.ci64(W)),
                      [&](Value* i, Value* mask) { k.store(k.splat(0.0f), past, i, mask); });
@@ -529,7 +636,7 @@ class Flash {
       for (int64_t i = 0; i < kScoreRows * lanes; i += 16) vstore(k.splat(0.0f), out, k.ci64(i));
       // Rows from `first` (i64, within the group) as scores_block takes them.
       auto rows_at = [&](Value* first, int JB) {
-        if (dot) return cache_rows(b.CreateAdd(b.CreateAdd(j0, jj), first), JB);
+        if (dot || i8) return cache_rows(b.CreateAdd(b.CreateAdd(j0, jj), first), JB);
         std::vector<Value*> rows;
         for (int64_t r = 0; r < JB; ++r)
           rows.push_back(k.at(k.f32, sub, b.CreateMul(b.CreateAdd(first, k.ci64(r)), k.ci64(W))));
