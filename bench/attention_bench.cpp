@@ -1,9 +1,10 @@
 // Decode attention (one token's MLA heads over the latent cache) per KV cache type, through the
 // fast executor's MlaOp on one thread (the heads-in-lanes kernels for every cache type; BF16 in
-// bf16 pairs on AVX512_BF16 hosts; F16 and BF16 on the AMX tile unit on hosts of level amx, unless
-// ZENMOE_ISA caps the level below it). Heads 16 (the bench preset) and 64 (Kimi-K2), 16 positions
-// (mostly what a call costs besides its rows: query and output transposes, value sums zeroed),
-// 512 and 4096 positions, and the shares of two ways to split 64 heads on 16 threads (below).
+// bf16 pairs on AVX512_BF16 hosts; Q8_0 scored in int8 on AVX-512 VNNI hosts; F16 and BF16 on the
+// AMX tile unit on hosts of level amx, unless ZENMOE_ISA caps the level below it). Heads 16 (the
+// bench preset) and 64 (Kimi-K2), 16 positions (mostly what a call costs besides its rows: query
+// and output transposes, value sums zeroed), 512 and 4096 positions, and the shares of two ways
+// to split 64 heads on 16 threads (below).
 // Two regimes: `stream` 0 keeps one cache resident between iterations (L2 / L3), so the figure
 // is the kernels' arithmetic rate; `stream` 1 rotates over copies of it filling 64 MiB, as a
 // model's layers do, so every iteration reads its cache from memory. Counter: multiply-adds

@@ -53,7 +53,8 @@ enum class GlueOp : uint8_t {
   //   y[k * v_width + c] = sum_j softmax_j(scale * x_k · row_j) * row_j[c],   c < v_width.
   // The queries are transposed once (lane k of a vector is head k); the rows are walked once
   // in tiles of kGlueAttnTileRows, widened to f32 once for every head (or, in the bf16 dot form
-  // of glue_attn_bf16_dot, multiplied in bf16 pairs as stored); the softmax is online.
+  // of glue_attn_bf16_dot, multiplied in bf16 pairs as stored; in the int8 form of
+  // glue_attn_q8_dot, Q8_0 rows scored in int8 against quantised queries); the softmax is online.
   // call.q: working memory of glue_attn_layout(desc).floats floats, 64-byte aligned; after
   // the call its `stats` piece holds per head k the largest scaled score (stats[k]), the
   // softmax sum (stats[lanes + k]) and 1 / that sum (stats[2 * lanes + k]).
