@@ -51,7 +51,7 @@
 //            into two vpdpbusd: one against every head's query dword (64 products per
 //            instruction), one against 128 in every byte; their difference is the block's exact
 //            int32 dot product, converted and added times the query's d and the row's d (MlaDecode,
-//            Zen 5: 0.74-0.86x the widening form's time over the same cache);
+//            Zen 5: 0.74-0.87x the widening form's time over the same cache);
 //   values   as in the f32 form, over rows widened only where the values read them.
 #include <algorithm>
 #include <limits>
