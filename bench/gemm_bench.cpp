@@ -117,6 +117,7 @@ void BM_Gemm(benchmark::State& state, GgmlType f, Shape s, int64_t n, bool gemv_
   const size_t copies = dram ? (size_t{256} << 20) / stride + 1 : 0;
   std::unique_ptr<uint8_t[], AlignedFree> far(dram ? static_cast<uint8_t*>(std::aligned_alloc(64, copies * stride))
                                                    : nullptr);
+  if (dram && !far) return state.SkipWithError("cannot allocate the copies of the weights");
   for (size_t i = 0; i < copies; ++i)
     std::memcpy(far.get() + i * stride, p->data.get(), static_cast<size_t>(p->layout.total_bytes));
   size_t next = 0;

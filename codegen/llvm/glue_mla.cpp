@@ -92,9 +92,10 @@ class Flash {
         lanes(L.lanes), ng(L.lanes / 16), dot(glue_attn_bf16_dot(desc)), i8(glue_attn_q8_dot(desc)),
         vr(glue_attn_pair_dwords(desc)) {
     qt = k.at(k.f32, a.q, k.ci64(L.qt));
-    dqt = k.at(k.f32, a.q, k.ci64(L.qt + W / 4 * lanes));
-    if (i8)
+    if (i8) {
+      dqt = k.at(k.f32, a.q, k.ci64(L.qt + W / 4 * lanes));
       dpbusd_fn = llvm::Intrinsic::getDeclaration(k.fn->getParent(), llvm::Intrinsic::x86_avx512_vpdpbusd_512);
+    }
     tile = k.at(k.f32, a.q, k.ci64(L.tile));
     s = k.at(k.f32, a.q, k.ci64(L.s));
     pairs = k.at(k.f32, a.q, k.ci64(L.pairs));
@@ -141,7 +142,8 @@ class Flash {
   const bool dot;      // the bf16 dot form
   const bool i8;       // the int8 score form (glue_attn_q8_dot)
   const int64_t vr;    // bf16 dot form: value columns rounded up to 32 (dwords per interleaved row pair)
-  Value *qt, *dqt, *tile, *s, *pairs, *yt, *mx, *sum, *inv;
+  Value *qt, *tile, *s, *pairs, *yt, *mx, *sum, *inv;
+  Value* dqt = nullptr;  // int8 form: the query blocks' d, after the codes in the query region
   llvm::Function *dp_fn = nullptr, *cvt_fn = nullptr;  // vdpbf16ps, vcvtneps2bf16 (512-bit)
   llvm::Function* dpbusd_fn = nullptr;                 // vpdpbusd (512-bit)
   llvm::AllocaInst *pf_at, *pf_left;  // next tile: byte offset of the next line to ask for, lines left
