@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 namespace zenmoe::tools {
 namespace {
@@ -105,6 +107,15 @@ std::string usage_text(const std::string& synopsis, const std::vector<FlagSpec>&
     out += left + " " + s.help + "\n";
   }
   return out;
+}
+
+Expected<std::string> read_text_file(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{"cannot open " + what + " " + path};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Error{"cannot read " + what + " " + path};
+  return ss.str();
 }
 
 int fail(const std::string& message) {

@@ -42,6 +42,9 @@ class Args {
 // "usage: zenmoe <cmd> ..." followed by one line per flag.
 std::string usage_text(const std::string& synopsis, const std::vector<FlagSpec>& specs);
 
+// The whole of a file; errors name it as `what` (e.g. "prompt file").
+Expected<std::string> read_text_file(const std::string& path, const std::string& what);
+
 // Prints "zenmoe: <message>" on stderr and returns 1 (the CLI's error exit status).
 int fail(const std::string& message);
 

@@ -14,5 +14,6 @@ int cmd_bench(int argc, char** argv, int first);
 int cmd_compile(int argc, char** argv, int first);
 int cmd_serve(int argc, char** argv, int first);
 int cmd_batch(int argc, char** argv, int first);
+int cmd_perplexity(int argc, char** argv, int first);
 
 }  // namespace zenmoe::tools

@@ -22,6 +22,7 @@ constexpr Command kCommands[] = {
     {"serve", zenmoe::tools::cmd_serve, "serve a model over HTTP (OpenAI-compatible completions and chat)"},
     {"batch", zenmoe::tools::cmd_batch, "answer a file of completion / chat requests (JSON lines) with one model load"},
     {"logits", zenmoe::tools::cmd_logits, "write the logits of every position of a token sequence"},
+    {"perplexity", zenmoe::tools::cmd_perplexity, "perplexity over a text, KL divergence from saved log-probabilities"},
     {"bench", zenmoe::tools::cmd_bench, "measure kernels and memory bandwidth (kernels, bandwidth)"},
 };
 

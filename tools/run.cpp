@@ -9,14 +9,12 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <iterator>
 #include <memory>
 #include <random>
 #include <span>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -135,15 +133,6 @@ std::string process_escapes(const std::string& in) {
   return out;
 }
 
-Expected<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{"cannot open prompt file " + path};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Error{"cannot read prompt file " + path};
-  return ss.str();
-}
-
 Status parse_sampling(const Args& a, SamplerParams* s) {
   auto temp = a.get_double("temp", 0.8, -1e9, 1e9);
   auto top_k = a.get_int("top-k", 40, -1, 1 << 30);
@@ -177,7 +166,7 @@ Expected<RunOptions> parse_options(const Args& a) {
   if (!a.has("prompt") && !a.has("file") && !o.conversation)
     return Error{"missing prompt: give -p TEXT or -f FILE (or --conversation)"};
   if (a.has("file")) {
-    auto text = read_file(a.get("file"));
+    auto text = read_text_file(a.get("file"), "prompt file");
     if (!text) return Error{text.error()};
     o.prompt = std::move(*text);
   } else if (a.has("prompt")) {
