@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader, the plan file reader, the tokenizer and the prompt cache reader:
-# bash scripts/fuzz.sh [SECONDS=60]. SECONDS is the total: two fifths for the GGUF reader, a
-# fifth each for the others. Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the
+# Fuzzes the GGUF reader, the plan file reader, the tokenizer, the prompt cache reader and the
+# log-probability file reader: bash scripts/fuzz.sh [SECONDS=60]. SECONDS is the total: two
+# fifths for the GGUF reader, a fifth each for the plan reader and the tokenizer, a tenth each
+# for the last two. Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the
 # libraries get coverage instrumentation too), writes seed corpora (writer-made files, files built from the
 # oracle model's metadata, tokenizer vocabularies) under build/fuzz, runs the fuzzers, and
 # fails on any finding. A crashing input is copied to tests/fuzz/regressions/ (GGUF),
 # tests/fuzz/regressions-plan/ (plan), tests/fuzz/regressions-tokenizer/ (tokenizer) or
-# tests/fuzz/regressions-prompt-cache/ (prompt cache) so the regression tests replay it.
+# tests/fuzz/regressions-prompt-cache/ (prompt cache) or tests/fuzz/regressions-logprob/
+# (log-probability file) so the regression tests replay it.
 set -euo pipefail
 TOTAL_SECS=${1:-60}
 SECS=$(( TOTAL_SECS * 2 / 5 ))
 PLAN_SECS=$(( TOTAL_SECS / 5 ))
 TOK_SECS=$(( TOTAL_SECS / 5 ))
-CACHE_SECS=$(( TOTAL_SECS - SECS - PLAN_SECS - TOK_SECS ))
+CACHE_SECS=$(( TOTAL_SECS / 10 ))
+LOGPROB_SECS=$(( TOTAL_SECS - SECS - PLAN_SECS - TOK_SECS - CACHE_SECS ))
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=build/fuzz
@@ -26,7 +29,8 @@ mkdir -p "$BUILD"
 if ! { CC=clang-19 CXX=clang++-19 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
          -DZENMOE_SANITIZE=ON -DZENMOE_FUZZ=ON -DZENMOE_BUILD_BENCH=OFF \
          -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" &&
-       cmake --build "$BUILD" -j "$JOBS" --target fuzz_gguf fuzz_plan fuzz_tokenizer fuzz_prompt_cache; } >"$BUILD_LOG" 2>&1; then
+       cmake --build "$BUILD" -j "$JOBS" --target fuzz_gguf fuzz_plan fuzz_tokenizer fuzz_prompt_cache \
+         fuzz_logprob; } >"$BUILD_LOG" 2>&1; then
   tail -n 60 "$BUILD_LOG" >&2
   echo "fuzz: the fuzz build failed (log: $BUILD_LOG)" >&2
   exit 1
@@ -85,3 +89,6 @@ fuzz_target fuzz_tokenizer "tokenizer" "fuzz (tokenizer)" "$BUILD/corpus-tokeniz
 # The prompt cache reader: seeds are caches saved by the writer from an executor without a model.
 fuzz_target fuzz_prompt_cache "prompt cache reader" "fuzz (prompt cache)" "$BUILD/corpus-prompt-cache" \
   tests/fuzz/regressions-prompt-cache "$CACHE_SECS" 16384 "$BUILD/fuzz-prompt-cache.log"
+# The log-probability file reader (zenmoe perplexity --kl-divergence): seeds are small valid files.
+fuzz_target fuzz_logprob "log-probability file reader" "fuzz (log-probability file)" "$BUILD/corpus-logprob" \
+  tests/fuzz/regressions-logprob "$LOGPROB_SECS" 4096 "$BUILD/fuzz-logprob.log"

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/logprob_file.h"
 #include "tests/cli_util.h"
 #include "tools/perplexity.h"
 
@@ -158,16 +159,18 @@ TEST(PerplexityBaseFile, HeaderChecksNameWhatIsWrong) {
   const size_t rec_words = tools::ppl::record_u16(n_vocab) * static_cast<size_t>(tools::ppl::scored_positions(8));
   std::vector<int32_t> toks = {0, 1, 2, 3, 4, 0, 1, 2};
   write_base(p, n_ctx, n_vocab, 1, toks, std::vector<uint16_t>(rec_words, 1));
-  auto ok = tools::ppl::read_base_header(p.string());
+  auto ok = logprob::read_header(p.string());
   ASSERT_TRUE(ok) << ok.error();
   EXPECT_EQ(ok->tokens, toks);
   EXPECT_EQ(ok->records_offset, 20u + 32u);
   EXPECT_EQ(ok->chunk_bytes, 2 * rec_words);
 
   const auto expect_error = [&](const std::string& needle) {
-    auto r = tools::ppl::read_base_header(p.string());
+    auto r = logprob::read_header(p.string());
     ASSERT_FALSE(r);
     EXPECT_NE(r.error().find(needle), std::string::npos) << r.error();
+    EXPECT_EQ(r.error().rfind("log-probability file " + p.string() + ": ", 0), 0u) << r.error();
+    EXPECT_EQ(r.error().find('\n'), std::string::npos) << r.error();
   };
   write_base(p, n_ctx, n_vocab, 1, toks, std::vector<uint16_t>(rec_words - 1, 1));
   expect_error("truncated");
@@ -179,13 +182,34 @@ TEST(PerplexityBaseFile, HeaderChecksNameWhatIsWrong) {
   expect_error("truncated");
   toks[3] = 5;
   write_base(p, n_ctx, n_vocab, 1, toks, std::vector<uint16_t>(rec_words, 1));
-  expect_error("outside the vocabulary");
+  expect_error("token 3 (5) is outside its vocabulary of 5");
   write_base(p, 3, n_vocab, 1, {0, 1, 2}, {});
   expect_error("context size 3");
   std::ofstream(p, std::ios::binary) << "_logits";
-  expect_error("not a log-probability file");
-  expect_error("not a log-probability file");
-  EXPECT_FALSE(tools::ppl::read_base_header((dir / "absent").string()));
+  expect_error("not such a file");
+  EXPECT_FALSE(logprob::read_header((dir / "absent").string()));
+}
+
+// Replays every input kept in tests/fuzz/regressions-logprob/ (fuzzer findings and hand-made
+// hostile files): each is refused with one line naming the file, or accepted with sizes that
+// account for every byte (valid-*.kld).
+TEST(PerplexityBaseFile, EveryKeptInputIsHandledCleanly) {
+  const fs::path dir = fs::path(ZENMOE_SOURCE_DIR) / "tests" / "fuzz" / "regressions-logprob";
+  size_t n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string path = e.path().string();
+    auto r = logprob::read_header(path);
+    if (e.path().filename().string().rfind("valid-", 0) == 0) {
+      ASSERT_TRUE(r) << r.error();
+      EXPECT_EQ(r->records_offset + static_cast<uint64_t>(r->n_chunk) * r->chunk_bytes, fs::file_size(e.path()));
+    } else {
+      ASSERT_FALSE(r) << path;
+      EXPECT_EQ(r.error().rfind("log-probability file " + path + ": ", 0), 0u) << r.error();
+      EXPECT_EQ(r.error().find('\n'), std::string::npos) << r.error();
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 10u);
 }
 
 // ---- the command on the oracle model ----
@@ -331,7 +355,7 @@ TEST_F(PerplexityCli, BadInputGetsOneErrorLineAndLeavesNoFile) {
       {m + text + " --chunks 0", "--chunks"},
       {m + "--kl-divergence", "needs --kl-divergence-base"},
       {m + text + " --kl-divergence --kl-divergence-base " + path("junk.kld"), "drop -f"},
-      {m + "--kl-divergence --kl-divergence-base " + path("junk.kld"), "not a log-probability file"},
+      {m + "--kl-divergence --kl-divergence-base " + path("junk.kld"), "not such a file"},
       {m + "--kl-divergence --kl-divergence-base " + path("absent.kld"), "absent.kld"},
       {m + text + " -c 32 --kl-divergence-base " + path("no/such/dir/out.kld"), "out.kld"},
       {m + text + " extra", "unexpected argument"},

@@ -4,9 +4,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <limits>
 
 namespace zenmoe::tools::ppl {
 namespace {
@@ -143,45 +140,6 @@ MeanErr mean_and_error(double sum, double sum2, size_t count) {
   const double f = sum / n;
   const double var = sum2 / n - f * f;
   return {f, var > 0 && count > 10 ? std::sqrt(var / (n - 1)) : 0.0};
-}
-
-Expected<BaseFile> read_base_header(const std::string& path) {
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) return Error{"cannot read " + path + ": " + ec.message()};
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{"cannot open " + path};
-  char magic[8];
-  BaseFile f;
-  in.read(magic, sizeof magic);
-  in.read(reinterpret_cast<char*>(&f.n_ctx), sizeof f.n_ctx);
-  in.read(reinterpret_cast<char*>(&f.n_vocab), sizeof f.n_vocab);
-  in.read(reinterpret_cast<char*>(&f.n_chunk), sizeof f.n_chunk);
-  if (!in || std::memcmp(magic, "_logits_", 8) != 0)
-    return Error{path + " is not a log-probability file (no \"_logits_\" header)"};
-  if (f.n_ctx < 4 || f.n_ctx > (1u << 24))
-    return Error{path + ": context size " + std::to_string(f.n_ctx) + " is out of range (4 to 16777216)"};
-  if (f.n_vocab < 1 || f.n_vocab > (1 << 24))
-    return Error{path + ": vocabulary size " + std::to_string(f.n_vocab) + " is out of range"};
-  if (f.n_chunk < 1) return Error{path + ": chunk count " + std::to_string(f.n_chunk) + " is out of range"};
-  const uint64_t n_tokens = uint64_t{f.n_ctx} * static_cast<uint64_t>(f.n_chunk);
-  f.records_offset = 20 + 4 * n_tokens;
-  f.chunk_bytes = uint64_t(scored_positions(static_cast<int>(f.n_ctx))) * record_u16(f.n_vocab) * 2;
-  // n_tokens < 2^55 and chunk_bytes < 2^59, so the products below cannot wrap once checked.
-  const uint64_t chunks = static_cast<uint64_t>(f.n_chunk);
-  if (f.records_offset > size || (size - f.records_offset) / f.chunk_bytes < chunks ||
-      size - f.records_offset != chunks * f.chunk_bytes)
-    return Error{path + " is truncated or damaged: " + std::to_string(size) + " bytes, " +
-                 std::to_string(f.n_chunk) + " chunks of " + std::to_string(f.n_ctx) + " tokens need " +
-                 std::to_string(f.records_offset + chunks * f.chunk_bytes)};
-  f.tokens.resize(n_tokens);
-  in.read(reinterpret_cast<char*>(f.tokens.data()), static_cast<std::streamsize>(4 * n_tokens));
-  if (!in) return Error{"cannot read the tokens of " + path};
-  for (size_t i = 0; i < f.tokens.size(); ++i)
-    if (f.tokens[i] < 0 || f.tokens[i] >= f.n_vocab)
-      return Error{path + ": token " + std::to_string(i) + " (" + std::to_string(f.tokens[i]) +
-                   ") is outside the vocabulary"};
-  return f;
 }
 
 std::string kld_chunk_row(int chunk, const KldSums& s) {

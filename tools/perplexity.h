@@ -1,29 +1,22 @@
-// The numerics and file format of `zenmoe perplexity`, as llama.cpp's perplexity tool defines
+// The numerics of `zenmoe perplexity`, as llama.cpp's perplexity tool defines
 // them, so figures and files carry over between the two: a text is cut into chunks of n_ctx
 // tokens (the first of each replaced by BOS when the vocabulary adds one), and each chunk's
 // second half is scored, position i predicting token i + 1 for i in [n_ctx/2, n_ctx - 1).
 //
-// A log-probability file ("KL-divergence base") holds, little-endian:
-//   "_logits_", uint32 n_ctx, int32 n_vocab, int32 n_chunk, int32 tokens[n_chunk * n_ctx],
-//   then per chunk n_ctx - 1 - n_ctx/2 records of record_u16(n_vocab) uint16: float32 scale,
-//   float32 min_log_prob, then n_vocab codes (padded to an even count), code q standing for
-//   the log-probability scale * q + min_log_prob (logits more than 16 below the largest are
-//   clamped there).
+// The records of a log-probability file ("KL-divergence base", runtime/logprob_file.h) are
+// written and read here.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "kernels/status.h"
+#include "runtime/logprob_file.h"
 
 namespace zenmoe::tools::ppl {
 
-// uint16 words of one position's record.
-inline size_t record_u16(int n_vocab) { return 2 * ((static_cast<size_t>(n_vocab) + 1) / 2) + 4; }
-
-// Positions a chunk of n_ctx tokens scores.
-inline int scored_positions(int n_ctx) { return n_ctx - 1 - n_ctx / 2; }
+using logprob::record_u16;
+using logprob::scored_positions;
 
 // -log softmax(logits)[tok], the sum of exponentials in double.
 double nll(const float* logits, int n_vocab, int tok);
@@ -50,18 +43,6 @@ struct MeanErr {
   double mean = 0, err = 0;
 };
 MeanErr mean_and_error(double sum, double sum2, size_t count);
-
-// The header and tokens of a log-probability file, checked against its size: the records of
-// chunk c start at records_offset + c * chunk_bytes.
-struct BaseFile {
-  uint32_t n_ctx = 0;
-  int32_t n_vocab = 0, n_chunk = 0;
-  std::vector<int32_t> tokens;  // n_chunk * n_ctx
-  uint64_t records_offset = 0, chunk_bytes = 0;
-};
-// Reads `path`'s header and tokens; one error line names what is wrong (not such a file,
-// truncated, sizes out of range, a token outside its vocabulary).
-Expected<BaseFile> read_base_header(const std::string& path);
 
 // The text statistics llama.cpp prints after a KL-divergence run, from the sums and each
 // position's KL divergence and probability difference.

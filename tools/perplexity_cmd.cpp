@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/executor.h"
+#include "runtime/logprob_file.h"
 #include "runtime/temp_files.h"
 #include "runtime/thread_pool.h"
 #include "runtime/tokenizer.h"
@@ -197,7 +198,7 @@ int kl_divergence(const Args& a, const OpenedModel& model, const tok::Tokenizer&
   if (a.has("file")) return fail("--kl-divergence scores the tokens of --kl-divergence-base; drop -f");
   if (a.has("ctx-size")) return fail("--kl-divergence uses the context size of --kl-divergence-base; drop -c");
   const std::string path = a.get("kl-divergence-base");
-  auto header = ppl::read_base_header(path);
+  auto header = logprob::read_header(path);
   if (!header) return fail(header.error());
   const int n_ctx = static_cast<int>(header->n_ctx);
   const int n_vocab = header->n_vocab;
