@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# Fuzzes the GGUF reader, the plan file reader, the tokenizer, the prompt cache reader and the
-# log-probability file reader: bash scripts/fuzz.sh [SECONDS=60]. SECONDS is the total: two
-# fifths for the GGUF reader, a fifth each for the plan reader and the tokenizer, a tenth each
-# for the last two. Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the
+# Fuzzes the GGUF reader, the plan file reader, the tokenizer, the prompt cache reader, the
+# log-probability file reader and GBNF grammars: bash scripts/fuzz.sh [SECONDS=60]. SECONDS is
+# the total: two fifths for the GGUF reader, a fifth for the tokenizer, a tenth each for the
+# plan reader, the prompt cache reader and grammars, a twentieth for log-probability files. Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the
 # libraries get coverage instrumentation too), writes seed corpora (writer-made files, files built from the
 # oracle model's metadata, tokenizer vocabularies) under build/fuzz, runs the fuzzers, and
 # fails on any finding. A crashing input is copied to tests/fuzz/regressions/ (GGUF),
 # tests/fuzz/regressions-plan/ (plan), tests/fuzz/regressions-tokenizer/ (tokenizer) or
-# tests/fuzz/regressions-prompt-cache/ (prompt cache) or tests/fuzz/regressions-logprob/
-# (log-probability file) so the regression tests replay it.
+# tests/fuzz/regressions-prompt-cache/ (prompt cache), tests/fuzz/regressions-logprob/
+# (log-probability file) or tests/fuzz/regressions-grammar/ (grammar) so the regression tests
+# replay it.
 set -euo pipefail
 TOTAL_SECS=${1:-60}
 SECS=$(( TOTAL_SECS * 2 / 5 ))
-PLAN_SECS=$(( TOTAL_SECS / 5 ))
+PLAN_SECS=$(( TOTAL_SECS / 10 ))
 TOK_SECS=$(( TOTAL_SECS / 5 ))
 CACHE_SECS=$(( TOTAL_SECS / 10 ))
-LOGPROB_SECS=$(( TOTAL_SECS - SECS - PLAN_SECS - TOK_SECS - CACHE_SECS ))
+LOGPROB_SECS=$(( TOTAL_SECS / 20 ))
+GRAMMAR_SECS=$(( TOTAL_SECS - SECS - PLAN_SECS - TOK_SECS - CACHE_SECS - LOGPROB_SECS ))
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BUILD=build/fuzz
@@ -30,7 +32,7 @@ if ! { CC=clang-19 CXX=clang++-19 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_
          -DZENMOE_SANITIZE=ON -DZENMOE_FUZZ=ON -DZENMOE_BUILD_BENCH=OFF \
          -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" &&
        cmake --build "$BUILD" -j "$JOBS" --target fuzz_gguf fuzz_plan fuzz_tokenizer fuzz_prompt_cache \
-         fuzz_logprob; } >"$BUILD_LOG" 2>&1; then
+         fuzz_logprob fuzz_grammar; } >"$BUILD_LOG" 2>&1; then
   tail -n 60 "$BUILD_LOG" >&2
   echo "fuzz: the fuzz build failed (log: $BUILD_LOG)" >&2
   exit 1
@@ -92,3 +94,7 @@ fuzz_target fuzz_prompt_cache "prompt cache reader" "fuzz (prompt cache)" "$BUIL
 # The log-probability file reader (zenmoe perplexity --kl-divergence): seeds are small valid files.
 fuzz_target fuzz_logprob "log-probability file reader" "fuzz (log-probability file)" "$BUILD/corpus-logprob" \
   tests/fuzz/regressions-logprob "$LOGPROB_SECS" 4096 "$BUILD/fuzz-logprob.log"
+# GBNF grammars (requests' "grammar"), each input a grammar, NUL, a text: seeds are grammars
+# with texts they allow.
+fuzz_target fuzz_grammar "grammar parser and state" "fuzz (grammar)" "$BUILD/corpus-grammar" \
+  tests/fuzz/regressions-grammar "$GRAMMAR_SECS" 4096 "$BUILD/fuzz-grammar.log"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds Release and ASan+UBSan configurations,
 # runs the whole test suite in both, then the fuzzers (GGUF reader, plan reader, tokenizer,
-# prompt cache reader, log-probability file reader) for 60 seconds in all.
+# prompt cache reader, log-probability file reader, grammars) for 60 seconds in all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh

@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/grammar.h"
 #include "tests/cli_util.h"
 #include "tests/model_util.h"
 
@@ -639,6 +640,71 @@ TEST_F(ServeCli, BatchAnswersEveryLine) {
   const std::string missing = (dir_ / "no" / "answers.jsonl").string();
   expect_error("batch -m '" + kModel + "' -i '" + in.string() + "' -o '" + missing + "'", "cannot create a temporary");
   EXPECT_FALSE(fs::exists(missing));
+}
+
+// Constrained output: a request's GBNF "grammar" is followed to its end (finish "stop"); with
+// "response_format" json_object every answer is a JSON object, or the beginning of one when
+// max_tokens cut it; grammars that do not parse and JSON schemas are refused per request. `run`
+// takes --grammar / --grammar-file the same way.
+TEST_F(ServeCli, BatchAndRunFollowGrammarsAndJsonMode) {
+  const fs::path in = dir_ / "requests.jsonl";
+  const std::string object_grammar = R"("root ::= \"{\\\"a\\\": \" [0-9]{1,3} \"}\"")";  // {"a": 0-999}
+  std::ofstream(in) << R"({"prompt":"Answer:","max_tokens":40,"seed":3,"grammar":)" << object_grammar << "}\n";
+  for (int seed = 1; seed <= 4; ++seed)
+    std::ofstream(in, std::ios::app) << R"({"prompt":"JSON:","max_tokens":60,"response_format":{"type":"json_object"},)"
+                                     << R"("seed":)" << seed << "}\n";
+  for (const char* bad : {R"({"prompt":"x","grammar":"root ::= foo"})",
+                          R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{}}})",
+                          R"({"prompt":"x","grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})",
+                          R"({"prompt":"x","response_format":"json"})"})
+    std::ofstream(in, std::ios::app) << bad << "\n";
+  const auto batch = zenmoe("batch -m '" + kModel + "' -i '" + in.string() + "'");
+  ASSERT_EQ(batch.status, 0) << batch.err;
+  std::vector<json> lines;
+  std::istringstream out(batch.out);
+  for (std::string l; std::getline(out, l);) lines.push_back(json::parse(l));
+  ASSERT_EQ(lines.size(), 9u) << batch.out;
+  EXPECT_EQ(lines[0]["finish_reason"], "stop") << lines[0].dump();
+  EXPECT_TRUE(std::regex_match(lines[0]["text"].get<std::string>(), std::regex(R"(\{"a": [0-9]{1,3}\})")))
+      << lines[0].dump();
+  const auto json_mode = std::make_shared<const grammar::Grammar>(
+      std::move(*grammar::Grammar::parse(grammar::Grammar::json_object_text())));
+  for (size_t i = 1; i <= 4; ++i) {
+    const std::string text = lines[i]["text"].get<std::string>();
+    ASSERT_FALSE(text.empty()) << lines[i].dump();
+    EXPECT_EQ(text[0], '{') << text;
+    if (lines[i]["finish_reason"] == "stop") {
+      const json j = json::parse(text, nullptr, false);
+      EXPECT_TRUE(j.is_object()) << text;
+    } else {
+      EXPECT_EQ(lines[i]["finish_reason"], "length") << lines[i].dump();
+      grammar::State st(json_mode);
+      EXPECT_TRUE(st.accepts(text)) << text;  // the beginning of an object
+    }
+  }
+  EXPECT_EQ(lines[5]["error"], "'grammar': grammar: rule 'foo' is used but not defined");
+  EXPECT_NE(lines[6]["error"].get<std::string>().find("'json_schema' is not supported"), std::string::npos);
+  EXPECT_EQ(lines[7]["error"], "give 'grammar' or 'response_format', not both");
+  EXPECT_NE(lines[8]["error"].get<std::string>().find("must be an object"), std::string::npos);
+
+  for (int seed = 1; seed <= 3; ++seed) {
+    const auto run = zenmoe("run -m '" + kModel + "' -p 'Answer:' -n 20 -s " + std::to_string(seed) +
+                            " --grammar 'root ::= \"yes\" | \"no\"'");
+    ASSERT_EQ(run.status, 0) << run.err;
+    EXPECT_TRUE(run.out == "yes" || run.out == "no") << run.out;
+  }
+  std::ofstream(dir_ / "digits.gbnf") << "root ::= [0-9]{4}  # four digits\n";
+  const auto digits = zenmoe("run -m '" + kModel + "' -p 'PIN:' -n 20 -s 9 --grammar-file '" +
+                             (dir_ / "digits.gbnf").string() + "'");
+  ASSERT_EQ(digits.status, 0) << digits.err;
+  EXPECT_TRUE(std::regex_match(digits.out, std::regex("[0-9]{4}"))) << digits.out;
+  const std::string run = "run -m '" + kModel + "' -p hi ";
+  testing_cli::expect_one_line_error(zenmoe(run + "--grammar 'root ::= x'"), "--grammar",
+                                     "--grammar: grammar: rule 'x' is used but not defined");
+  testing_cli::expect_one_line_error(zenmoe(run + "--grammar-file '" + (dir_ / "none.gbnf").string() + "'"),
+                                     "--grammar-file", "cannot open grammar file");
+  testing_cli::expect_one_line_error(zenmoe(run + "--grammar 'root ::= \"a\"' --grammar-file x"), "both",
+                                     "give --grammar or --grammar-file, not both");
 }
 
 // batch --parallel: a request starting beside another that holds its beginning (a shared

@@ -32,7 +32,30 @@ bool completes_stop(const std::vector<std::string>& stops, const std::string& sa
 
 Generation::Generation(const tok::Tokenizer& tk, Sampler& sampler, const DecodeLimits& limits, int n_vocab,
                        std::function<bool(const std::string&)> on_text)
-    : tk_(tk), sampler_(sampler), limits_(limits), n_vocab_(n_vocab), on_text_(std::move(on_text)), dec_(tk) {}
+    : tk_(tk), sampler_(sampler), limits_(limits), n_vocab_(n_vocab), on_text_(std::move(on_text)), dec_(tk) {
+  if (limits.grammar) grammar_.emplace(limits.grammar);
+}
+
+bool Generation::grammar_allows(int32_t token) const {
+  if (tk_.is_eog(token)) return !limits_.ignore_eos && grammar_->can_end();
+  return grammar_->accepts(tk_.piece(token));
+}
+
+std::optional<int32_t> Generation::sample(const float* logits) {
+  const int32_t picked = sampler_.sample(logits);
+  if (!grammar_ || grammar_allows(picked)) return picked;
+  masked_.assign(logits, logits + n_vocab_);
+  bool any = false;
+  for (int32_t t = 0; t < n_vocab_; ++t) {
+    if (grammar_allows(t)) {
+      any = true;
+    } else {
+      masked_[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
+    }
+  }
+  if (!any) return std::nullopt;
+  return sampler_.sample(masked_.data());
+}
 
 TokenLogprob token_logprob(const float* logits, int n_vocab, int32_t token, int top) {
   float max = -std::numeric_limits<float>::infinity();
@@ -72,19 +95,25 @@ std::optional<int32_t> Generation::step(const float* logits, int past, int n_ctx
     d_.why = StopReason::kLength;
     return std::nullopt;
   }
-  const int32_t next = sampler_.sample(logits);
-  if (tk_.is_eog(next) && !limits_.ignore_eos) {
+  const std::optional<int32_t> sampled = sample(logits);
+  if (!sampled || (tk_.is_eog(*sampled) && !limits_.ignore_eos)) {
     d_.why = StopReason::kEndOfGeneration;
     return std::nullopt;
   }
+  const int32_t next = *sampled;
+  if (grammar_) grammar_->advance(tk_.piece(next));
   sampler_.accept(next);
   ++d_.generated;
   if (limits_.top_logprobs >= 0) d_.logprobs.push_back(token_logprob(logits, n_vocab_, next, limits_.top_logprobs));
   const std::string piece = dec_.push(next);
   out(piece);
   const bool at_limit = limits_.n_predict >= 0 && d_.generated >= limits_.n_predict;
-  if (at_limit || !reading_ || completes_stop(limits_.stops, d_.text, piece.size())) {
-    d_.why = at_limit ? StopReason::kLength : !reading_ ? StopReason::kCancelled : StopReason::kStopText;
+  const bool grammar_done = grammar_ && grammar_->ended();
+  if (at_limit || !reading_ || grammar_done || completes_stop(limits_.stops, d_.text, piece.size())) {
+    d_.why = at_limit        ? StopReason::kLength
+             : !reading_     ? StopReason::kCancelled
+             : grammar_done  ? StopReason::kEndOfGeneration
+                             : StopReason::kStopText;
     d_.unevaluated.push_back(next);
     return std::nullopt;
   }

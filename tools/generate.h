@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "kernels/status.h"
 #include "runtime/executor.h"
+#include "runtime/grammar.h"
 #include "runtime/sampler.h"
 #include "runtime/tokenizer.h"
 
@@ -25,6 +27,10 @@ struct DecodeLimits {
   // >= 0: record each generated token's log-probability and this many most likely tokens
   // (Decoded::logprobs).
   int top_logprobs = -1;
+  // Set: only tokens the grammar allows are sampled (a token the sampler picks that it does not
+  // allow is replaced by a draw among those it does), an end-of-generation token only once the
+  // text is a whole sentence of it, and generation ends when the grammar allows nothing more.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 // A generated token's log-probability under the model (the log-softmax of its logits as the
@@ -89,7 +95,12 @@ class Generation {
   tok::StreamDecoder dec_;
   Decoded d_;
   bool reading_ = true;  // on_text has not asked to stop
+  std::optional<grammar::State> grammar_;
+  std::vector<float> masked_;  // logits with the tokens the grammar refuses at -inf
   void out(const std::string& text);
+  bool grammar_allows(int32_t token) const;
+  // The sampled token, or one drawn among those the grammar allows; nothing when it allows none.
+  std::optional<int32_t> sample(const float* logits);
 };
 
 // `logits` holds the last evaluated position's row (n_vocab floats) and is overwritten as the

@@ -66,6 +66,9 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
      true},
     {"no-escape", "", false, "take \\n, \\t, \\\\ and the like in -p, -r and -sys literally (default: as escapes)"},
     {"ignore-eos", "", false, "keep generating past end-of-generation tokens"},
+    {"grammar", "", true,
+     "GBNF grammar the generated text follows (start rule: root); generation ends when it is complete"},
+    {"grammar-file", "", true, "read the GBNF grammar from this file"},
     {"ref", "", false, "force the scalar reference executor"},
     {"profile", "", false, "print the time spent per op kind"},
     {"verbose", "v", false, "print which kernel runs each weight and where threads run"},
@@ -98,6 +101,7 @@ struct RunOptions {
   bool prompt_cache_ro = false;
   std::vector<std::string> reverse_prompts;
   bool ignore_eos = false;
+  std::shared_ptr<const grammar::Grammar> grammar;  // --grammar / --grammar-file
   bool force_ref = false;
   bool profile = false;
   bool verbose = false;
@@ -199,6 +203,15 @@ Expected<RunOptions> parse_options(const Args& a) {
   if (o.prompt_cache_all && o.prompt_cache_ro) return Error{"--prompt-cache-all and --prompt-cache-ro contradict each other"};
   if (!o.prompt_cache.empty() && o.conversation) return Error{"--prompt-cache does not work with --conversation"};
   o.ignore_eos = a.has("ignore-eos");
+  if (a.has("grammar") && a.has("grammar-file")) return Error{"give --grammar or --grammar-file, not both"};
+  if (a.has("grammar") || a.has("grammar-file")) {
+    Expected<std::string> text = a.has("grammar") ? Expected<std::string>(a.get("grammar"))
+                                                  : read_text_file(a.get("grammar-file"), "grammar file");
+    if (!text) return Error{text.error()};
+    auto g = grammar::Grammar::parse(*text);
+    if (!g) return Error{(a.has("grammar") ? "--grammar: " : a.get("grammar-file") + ": ") + g.error()};
+    o.grammar = std::make_shared<const grammar::Grammar>(std::move(*g));
+  }
   o.force_ref = a.has("ref");
   o.profile = a.has("profile");
   o.verbose = a.has("verbose");
@@ -276,7 +289,11 @@ Expected<Stats> generate(const RunOptions& o, Executor& ex, const tok::Tokenizer
   ZENMOE_RETURN_IF_ERROR(ex.eval(prompt, logits.data(), false));
   st.prefill_s = seconds_since(t0);
   if (after_prefill) ZENMOE_RETURN_IF_ERROR(after_prefill());
-  const DecodeLimits limits{o.n_predict, o.ignore_eos, o.reverse_prompts};
+  DecodeLimits limits;
+  limits.n_predict = o.n_predict;
+  limits.ignore_eos = o.ignore_eos;
+  limits.stops = o.reverse_prompts;
+  limits.grammar = o.grammar;
   auto d = decode_loop(ex, tk, sampler, logits, limits, [](const std::string& text) {
     emit(text);
     return true;

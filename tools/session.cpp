@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <random>
 #include <span>
 #include <utility>
@@ -35,6 +36,36 @@ std::optional<BadRequest> read_int(const json& body, const char* key, int64_t lo
   if (i < lo || i > hi)
     return BadRequest{400, std::string("'") + key + "' must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"};
   *out = i;
+  return std::nullopt;
+}
+
+// Constrained output: "grammar" (GBNF text, as llama.cpp's server takes it) or
+// "response_format": {"type": "json_object"} (OpenAI's JSON mode: one JSON object); "text" is
+// the default. JSON schemas are refused rather than followed loosely.
+std::optional<BadRequest> read_grammar(const json& body, std::shared_ptr<const grammar::Grammar>* out) {
+  if (body.contains("json_schema") && !body["json_schema"].is_null())
+    return BadRequest{400, "'json_schema' is not supported (use 'grammar' or 'response_format' json_object)"};
+  if (body.contains("grammar") && !body["grammar"].is_null()) {
+    if (!body["grammar"].is_string()) return BadRequest{400, "'grammar' must be a string"};
+    auto g = grammar::Grammar::parse(body["grammar"].get_ref<const std::string&>());
+    if (!g) return BadRequest{400, "'grammar': " + g.error()};
+    *out = std::make_shared<const grammar::Grammar>(std::move(*g));
+  }
+  if (!body.contains("response_format") || body["response_format"].is_null()) return std::nullopt;
+  const json& rf = body["response_format"];
+  if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+    return BadRequest{400, "'response_format' must be an object with a string 'type'"};
+  const std::string& type = rf["type"].get_ref<const std::string&>();
+  if (type == "text") return std::nullopt;
+  if (type == "json_schema")
+    return BadRequest{400, "'response_format' type 'json_schema' is not supported (use 'json_object' or 'grammar')"};
+  if (type != "json_object") return BadRequest{400, "'response_format' type '" + type + "' is unknown"};
+  if (*out) return BadRequest{400, "give 'grammar' or 'response_format', not both"};
+  static const std::shared_ptr<const grammar::Grammar> json_object = [] {
+    auto g = grammar::Grammar::parse(grammar::Grammar::json_object_text());
+    return std::make_shared<const grammar::Grammar>(std::move(*g));
+  }();
+  *out = json_object;
   return std::nullopt;
 }
 
@@ -211,6 +242,7 @@ std::variant<Job, BadRequest> Session::parse(const json& body, bool chat) const 
   } else if (auto bad = read_int(body, "logprobs", 0, kMaxTopLogprobs, &top)) {
     return *bad;
   }
+  if (auto bad = read_grammar(body, &job.limits.grammar)) return *bad;
   job.n = static_cast<int>(n_choices);
   job.limits.top_logprobs = static_cast<int>(top);
   job.limits.n_predict = max_tokens;
