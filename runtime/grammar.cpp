@@ -447,16 +447,22 @@ class Parser {
   size_t elements_ = 0;
 };
 
-const char* Grammar::json_object_text() {
-  return R"(root ::= object
-value ::= object | array | string | number | ("true" | "false" | "null") ws
+const char* Grammar::json_value_rules() {
+  return R"(value ::= object | array | string | number | ("true" | "false" | "null") ws
 object ::= "{" ws ( member ( "," ws member )* )? "}" ws
 member ::= string ":" ws value
 array ::= "[" ws ( value ( "," ws value )* )? "]" ws
-string ::= "\"" ( [^"\\\x00-\x1F\x7F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\"" ws
-number ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,4} )? ws
+string ::= "\"" char* "\"" ws
+char ::= [^"\\\x00-\x1F\x7F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+number ::= integer ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,4} )? ws
+integer ::= "-"? ( "0" | [1-9] [0-9]{0,15} )
 ws ::= ( " " | "\n" [ \t]{0,20} )?
 )";
+}
+
+const std::string& Grammar::json_object_text() {
+  static const std::string text = std::string("root ::= object\n") + json_value_rules();
+  return text;
 }
 
 struct State::Automaton {

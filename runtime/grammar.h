@@ -46,7 +46,10 @@ class Grammar {
   static Expected<Grammar> parse(std::string_view text);
   // A grammar for one JSON object (as OpenAI's response_format json_object asks); whitespace
   // between tokens is one space, or a line break and up to 20 spaces or tabs.
-  static const char* json_object_text();
+  static const std::string& json_object_text();
+  // Its rules but root: value, object, member, array, string, char (one character of a string),
+  // number, integer (no trailing whitespace) and ws; each value rule ends with ws.
+  static const char* json_value_rules();
 
   int n_rules() const { return static_cast<int>(rule_alts_.size()); }
 

@@ -644,8 +644,9 @@ TEST_F(ServeCli, BatchAnswersEveryLine) {
 
 // Constrained output: a request's GBNF "grammar" is followed to its end (finish "stop"); with
 // "response_format" json_object every answer is a JSON object, or the beginning of one when
-// max_tokens cut it; grammars that do not parse and JSON schemas are refused per request. `run`
-// takes --grammar / --grammar-file the same way.
+// max_tokens cut it; a JSON schema (response_format json_schema, or "json_schema") gives a text
+// of that schema; grammars that do not parse and schemas with unsupported keywords are refused
+// per request. `run` takes --grammar, --grammar-file and -j the same way.
 TEST_F(ServeCli, BatchAndRunFollowGrammarsAndJsonMode) {
   const fs::path in = dir_ / "requests.jsonl";
   const std::string object_grammar = R"("root ::= \"{\\\"a\\\": \" [0-9]{1,3} \"}\"")";  // {"a": 0-999}
@@ -653,8 +654,14 @@ TEST_F(ServeCli, BatchAndRunFollowGrammarsAndJsonMode) {
   for (int seed = 1; seed <= 4; ++seed)
     std::ofstream(in, std::ios::app) << R"({"prompt":"JSON:","max_tokens":60,"response_format":{"type":"json_object"},)"
                                      << R"("seed":)" << seed << "}\n";
+  const std::string schema = R"({"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]})";
+  std::ofstream(in, std::ios::app)
+      << R"({"prompt":"JSON:","max_tokens":60,"seed":1,"response_format":{"type":"json_schema","json_schema":)"
+      << R"({"name":"answer","strict":true,"schema":)" << schema << "}}}\n"
+      << R"({"prompt":"JSON:","max_tokens":60,"seed":2,"json_schema":)" << schema << "}\n";
   for (const char* bad : {R"({"prompt":"x","grammar":"root ::= foo"})",
-                          R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{}}})",
+                          R"({"prompt":"x","response_format":{"type":"json_schema",)"
+                          R"("json_schema":{"schema":{"pattern":"a+"}}}})",
                           R"({"prompt":"x","grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})",
                           R"({"prompt":"x","response_format":"json"})"})
     std::ofstream(in, std::ios::app) << bad << "\n";
@@ -663,7 +670,7 @@ TEST_F(ServeCli, BatchAndRunFollowGrammarsAndJsonMode) {
   std::vector<json> lines;
   std::istringstream out(batch.out);
   for (std::string l; std::getline(out, l);) lines.push_back(json::parse(l));
-  ASSERT_EQ(lines.size(), 9u) << batch.out;
+  ASSERT_EQ(lines.size(), 11u) << batch.out;
   EXPECT_EQ(lines[0]["finish_reason"], "stop") << lines[0].dump();
   EXPECT_TRUE(std::regex_match(lines[0]["text"].get<std::string>(), std::regex(R"(\{"a": [0-9]{1,3}\})")))
       << lines[0].dump();
@@ -682,10 +689,17 @@ TEST_F(ServeCli, BatchAndRunFollowGrammarsAndJsonMode) {
       EXPECT_TRUE(st.accepts(text)) << text;  // the beginning of an object
     }
   }
-  EXPECT_EQ(lines[5]["error"], "'grammar': grammar: rule 'foo' is used but not defined");
-  EXPECT_NE(lines[6]["error"].get<std::string>().find("'json_schema' is not supported"), std::string::npos);
-  EXPECT_EQ(lines[7]["error"], "give 'grammar' or 'response_format', not both");
-  EXPECT_NE(lines[8]["error"].get<std::string>().find("must be an object"), std::string::npos);
+  for (size_t i = 5; i <= 6; ++i) {  // the schema's one boolean member, whatever the sampler draws
+    EXPECT_EQ(lines[i]["finish_reason"], "stop") << lines[i].dump();
+    const json j = json::parse(lines[i]["text"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(j.is_object()) << lines[i].dump();
+    EXPECT_EQ(j.size(), 1u) << j.dump();
+    EXPECT_TRUE(j.contains("ok") && j["ok"].is_boolean()) << j.dump();
+  }
+  EXPECT_EQ(lines[7]["error"], "'grammar': grammar: rule 'foo' is used but not defined");
+  EXPECT_EQ(lines[8]["error"], "'response_format.json_schema.schema': json schema: #: 'pattern' is not supported");
+  EXPECT_EQ(lines[9]["error"], "give one of 'grammar', 'json_schema' and 'response_format', not several");
+  EXPECT_NE(lines[10]["error"].get<std::string>().find("must be an object"), std::string::npos);
 
   for (int seed = 1; seed <= 3; ++seed) {
     const auto run = zenmoe("run -m '" + kModel + "' -p 'Answer:' -n 20 -s " + std::to_string(seed) +
@@ -698,13 +712,20 @@ TEST_F(ServeCli, BatchAndRunFollowGrammarsAndJsonMode) {
                              (dir_ / "digits.gbnf").string() + "'");
   ASSERT_EQ(digits.status, 0) << digits.err;
   EXPECT_TRUE(std::regex_match(digits.out, std::regex("[0-9]{4}"))) << digits.out;
+  const auto typed = zenmoe("run -m '" + kModel + "' -p 'JSON:' -n 40 -s 4 -j '" + schema + "'");
+  ASSERT_EQ(typed.status, 0) << typed.err;
+  const json j = json::parse(typed.out, nullptr, false);
+  EXPECT_TRUE(j.is_object() && j.size() == 1 && j["ok"].is_boolean()) << typed.out;
   const std::string run = "run -m '" + kModel + "' -p hi ";
+  testing_cli::expect_one_line_error(zenmoe(run + "-j '{\"type\": \"object\", \"minProperties\": 1}'"), "-j",
+                                     "--json-schema: json schema: #: 'minProperties' is not supported");
+  testing_cli::expect_one_line_error(zenmoe(run + "-j '{bad'"), "-j", "--json-schema: not valid JSON");
   testing_cli::expect_one_line_error(zenmoe(run + "--grammar 'root ::= x'"), "--grammar",
                                      "--grammar: grammar: rule 'x' is used but not defined");
   testing_cli::expect_one_line_error(zenmoe(run + "--grammar-file '" + (dir_ / "none.gbnf").string() + "'"),
                                      "--grammar-file", "cannot open grammar file");
   testing_cli::expect_one_line_error(zenmoe(run + "--grammar 'root ::= \"a\"' --grammar-file x"), "both",
-                                     "give --grammar or --grammar-file, not both");
+                                     "give one of --grammar, --grammar-file, --json-schema and --json-schema-file");
 }
 
 // batch --parallel: a request starting beside another that holds its beginning (a shared

@@ -31,6 +31,7 @@
 #include "runtime/fast_executor.h"
 #include "tools/engine.h"
 #include "tools/generate.h"
+#include "tools/json_schema.h"
 
 namespace zenmoe::tools {
 namespace {
@@ -69,6 +70,8 @@ const std::vector<FlagSpec> kFlags = with_engine_flags({
     {"grammar", "", true,
      "GBNF grammar the generated text follows (start rule: root); generation ends when it is complete"},
     {"grammar-file", "", true, "read the GBNF grammar from this file"},
+    {"json-schema", "j", true, "JSON schema the generated text follows (a grammar made from it)"},
+    {"json-schema-file", "jf", true, "read the JSON schema from this file"},
     {"ref", "", false, "force the scalar reference executor"},
     {"profile", "", false, "print the time spent per op kind"},
     {"verbose", "v", false, "print which kernel runs each weight and where threads run"},
@@ -137,6 +140,35 @@ std::string process_escapes(const std::string& in) {
   return out;
 }
 
+// --grammar, --grammar-file, --json-schema or --json-schema-file (at most one): the grammar the
+// generated text follows, null without any.
+Expected<std::shared_ptr<const grammar::Grammar>> grammar_flags(const Args& a) {
+  const char* const flags[] = {"grammar", "grammar-file", "json-schema", "json-schema-file"};
+  const char* given = nullptr;
+  for (const char* f : flags) {
+    if (!a.has(f)) continue;
+    if (given) return Error{"give one of --grammar, --grammar-file, --json-schema and --json-schema-file"};
+    given = f;
+  }
+  if (!given) return std::shared_ptr<const grammar::Grammar>();
+  const std::string flag = given, source = flag.ends_with("-file") ? a.get(flag) + ": " : "--" + flag + ": ";
+  const bool schema = flag.starts_with("json-schema");
+  Expected<std::string> text = flag.ends_with("-file")
+                                   ? read_text_file(a.get(flag), schema ? "JSON schema file" : "grammar file")
+                                   : Expected<std::string>(a.get(flag));
+  if (!text) return Error{text.error()};
+  if (schema) {
+    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return Error{source + "not valid JSON"};
+    auto gbnf = json_schema_to_gbnf(j);
+    if (!gbnf) return Error{source + gbnf.error()};
+    text = std::move(*gbnf);
+  }
+  auto g = grammar::Grammar::parse(*text);
+  if (!g) return Error{source + g.error()};
+  return std::make_shared<const grammar::Grammar>(std::move(*g));
+}
+
 Status parse_sampling(const Args& a, SamplerParams* s) {
   auto temp = a.get_double("temp", 0.8, -1e9, 1e9);
   auto top_k = a.get_int("top-k", 40, -1, 1 << 30);
@@ -203,15 +235,9 @@ Expected<RunOptions> parse_options(const Args& a) {
   if (o.prompt_cache_all && o.prompt_cache_ro) return Error{"--prompt-cache-all and --prompt-cache-ro contradict each other"};
   if (!o.prompt_cache.empty() && o.conversation) return Error{"--prompt-cache does not work with --conversation"};
   o.ignore_eos = a.has("ignore-eos");
-  if (a.has("grammar") && a.has("grammar-file")) return Error{"give --grammar or --grammar-file, not both"};
-  if (a.has("grammar") || a.has("grammar-file")) {
-    Expected<std::string> text = a.has("grammar") ? Expected<std::string>(a.get("grammar"))
-                                                  : read_text_file(a.get("grammar-file"), "grammar file");
-    if (!text) return Error{text.error()};
-    auto g = grammar::Grammar::parse(*text);
-    if (!g) return Error{(a.has("grammar") ? "--grammar: " : a.get("grammar-file") + ": ") + g.error()};
-    o.grammar = std::make_shared<const grammar::Grammar>(std::move(*g));
-  }
+  auto g = grammar_flags(a);
+  if (!g) return Error{g.error()};
+  o.grammar = *g;
   o.force_ref = a.has("ref");
   o.profile = a.has("profile");
   o.verbose = a.has("verbose");

@@ -6,8 +6,10 @@
 #include <random>
 #include <span>
 #include <utility>
+#include <variant>
 
 #include "runtime/thread_pool.h"
+#include "tools/json_schema.h"
 
 namespace zenmoe::tools {
 
@@ -39,33 +41,55 @@ std::optional<BadRequest> read_int(const json& body, const char* key, int64_t lo
   return std::nullopt;
 }
 
-// Constrained output: "grammar" (GBNF text, as llama.cpp's server takes it) or
-// "response_format": {"type": "json_object"} (OpenAI's JSON mode: one JSON object); "text" is
-// the default. JSON schemas are refused rather than followed loosely.
+// The grammar of a JSON schema, or a bad request naming the field it came from.
+std::variant<std::shared_ptr<const grammar::Grammar>, BadRequest> schema_grammar(const json& schema,
+                                                                                  const std::string& field) {
+  auto text = json_schema_to_gbnf(schema);
+  if (!text) return BadRequest{400, "'" + field + "': " + text.error()};
+  auto g = grammar::Grammar::parse(*text);
+  if (!g) return BadRequest{400, "'" + field + "': the schema's " + g.error()};
+  return std::make_shared<const grammar::Grammar>(std::move(*g));
+}
+
+// Constrained output, at most one of: "grammar" (GBNF text, as llama.cpp's server takes it),
+// "json_schema" (a schema, as llama.cpp's server takes it), "response_format" {"type":
+// "json_object"} (OpenAI's JSON mode: one JSON object) or {"type": "json_schema",
+// "json_schema": {"schema": ...}} (OpenAI's structured output); "text" is the default.
 std::optional<BadRequest> read_grammar(const json& body, std::shared_ptr<const grammar::Grammar>* out) {
-  if (body.contains("json_schema") && !body["json_schema"].is_null())
-    return BadRequest{400, "'json_schema' is not supported (use 'grammar' or 'response_format' json_object)"};
-  if (body.contains("grammar") && !body["grammar"].is_null()) {
-    if (!body["grammar"].is_string()) return BadRequest{400, "'grammar' must be a string"};
-    auto g = grammar::Grammar::parse(body["grammar"].get_ref<const std::string&>());
-    if (!g) return BadRequest{400, "'grammar': " + g.error()};
-    *out = std::make_shared<const grammar::Grammar>(std::move(*g));
+  const auto given = [&](const char* key) { return body.contains(key) && !body[key].is_null(); };
+  std::string rf_type = "text";
+  if (given("response_format")) {
+    const json& rf = body["response_format"];
+    if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
+      return BadRequest{400, "'response_format' must be an object with a string 'type'"};
+    rf_type = rf["type"].get<std::string>();
+    if (rf_type != "text" && rf_type != "json_object" && rf_type != "json_schema")
+      return BadRequest{400, "'response_format' type '" + rf_type + "' is unknown"};
   }
-  if (!body.contains("response_format") || body["response_format"].is_null()) return std::nullopt;
-  const json& rf = body["response_format"];
-  if (!rf.is_object() || !rf.contains("type") || !rf["type"].is_string())
-    return BadRequest{400, "'response_format' must be an object with a string 'type'"};
-  const std::string& type = rf["type"].get_ref<const std::string&>();
-  if (type == "text") return std::nullopt;
-  if (type == "json_schema")
-    return BadRequest{400, "'response_format' type 'json_schema' is not supported (use 'json_object' or 'grammar')"};
-  if (type != "json_object") return BadRequest{400, "'response_format' type '" + type + "' is unknown"};
-  if (*out) return BadRequest{400, "give 'grammar' or 'response_format', not both"};
-  static const std::shared_ptr<const grammar::Grammar> json_object = [] {
-    auto g = grammar::Grammar::parse(grammar::Grammar::json_object_text());
-    return std::make_shared<const grammar::Grammar>(std::move(*g));
-  }();
-  *out = json_object;
+  if (int(given("grammar")) + int(given("json_schema")) + int(rf_type != "text") > 1)
+    return BadRequest{400, "give one of 'grammar', 'json_schema' and 'response_format', not several"};
+  std::variant<std::shared_ptr<const grammar::Grammar>, BadRequest> g;
+  if (given("grammar")) {
+    if (!body["grammar"].is_string()) return BadRequest{400, "'grammar' must be a string"};
+    auto parsed = grammar::Grammar::parse(body["grammar"].get_ref<const std::string&>());
+    if (!parsed) return BadRequest{400, "'grammar': " + parsed.error()};
+    g = std::make_shared<const grammar::Grammar>(std::move(*parsed));
+  } else if (given("json_schema")) {
+    g = schema_grammar(body["json_schema"], "json_schema");
+  } else if (rf_type == "json_schema") {
+    const json& rf = body["response_format"];
+    if (!rf.contains("json_schema") || !rf["json_schema"].is_object() || !rf["json_schema"].contains("schema"))
+      return BadRequest{400, "'response_format' json_schema needs 'json_schema': {\"schema\": ...}"};
+    g = schema_grammar(rf["json_schema"]["schema"], "response_format.json_schema.schema");
+  } else if (rf_type == "json_object") {
+    static const std::shared_ptr<const grammar::Grammar> json_object = [] {
+      auto parsed = grammar::Grammar::parse(grammar::Grammar::json_object_text());
+      return std::make_shared<const grammar::Grammar>(std::move(*parsed));
+    }();
+    g = json_object;
+  }
+  if (auto* bad = std::get_if<BadRequest>(&g)) return *bad;
+  *out = std::get<std::shared_ptr<const grammar::Grammar>>(g);
   return std::nullopt;
 }
 
