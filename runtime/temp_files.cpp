@@ -89,4 +89,28 @@ Status TempFiles::commit(int slot, const std::string& final_path) {
   return Status::ok();
 }
 
+Status TempOutput::open(const std::string& path) {
+  path_ = path;
+  auto fd = temps_.create(0, path);
+  if (!fd) return Error{fd.error()};
+  file_ = ::fdopen(*fd, "wb");
+  if (file_ == nullptr) {
+    ::close(*fd);
+    return Error{path + ": cannot open for writing"};
+  }
+  return Status::ok();
+}
+
+Status TempOutput::commit(const std::string& what) {
+  const bool ok = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
+  std::fclose(file_);
+  file_ = nullptr;
+  if (!ok) return Error{path_ + ": cannot write " + what + " to disk"};
+  return temps_.commit(0, path_);
+}
+
+TempOutput::~TempOutput() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
 }  // namespace zenmoe

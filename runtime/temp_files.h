@@ -3,6 +3,7 @@
 // SIGHUP leaves no partial file behind.
 #pragma once
 
+#include <cstdio>
 #include <mutex>
 #include <string>
 
@@ -29,6 +30,23 @@ class TempFiles {
  private:
   std::unique_lock<std::mutex> lock_;
   std::string paths_[2];
+};
+
+// A stdio stream onto a temporary beside `path` (TempFiles slot 0), renamed to `path` by
+// commit(); dropped before that, or after a failed write, it leaves nothing behind.
+class TempOutput {
+ public:
+  Status open(const std::string& path);
+  std::FILE* file() const { return file_; }
+  // Flushes, syncs and closes the stream, then renames it into place; `what` names its
+  // contents in the error ("the answers").
+  Status commit(const std::string& what);
+  ~TempOutput();
+
+ private:
+  std::string path_;
+  TempFiles temps_;
+  std::FILE* file_ = nullptr;
 };
 
 }  // namespace zenmoe

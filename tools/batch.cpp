@@ -6,7 +6,6 @@
 // --parallel N, N requests run side by side, each in its own sequence of the executor, and every
 // decode step evaluates the next token of all of them in one pass over the weights.
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -43,39 +42,21 @@ class Sink {
   Status open(const std::string& path) {
     path_ = path;
     if (path.empty()) return Status::ok();
-    temps_.emplace();
-    auto fd = temps_->create(0, path);
-    if (!fd) return Error{fd.error()};
-    file_ = ::fdopen(*fd, "w");
-    if (file_ == nullptr) {
-      ::close(*fd);
-      return Error{path + ": cannot open for writing"};
-    }
-    return Status::ok();
+    out_.emplace();
+    return out_->open(path);
   }
   Status line(const std::string& s) {
-    std::FILE* f = file_ != nullptr ? file_ : stdout;
+    std::FILE* f = out_ ? out_->file() : stdout;
     if (std::fwrite(s.data(), 1, s.size(), f) != s.size() || std::fputc('\n', f) == EOF)
       return Error{(path_.empty() ? std::string("standard output") : path_) + ": write failed"};
-    if (file_ == nullptr) std::fflush(stdout);
+    if (!out_) std::fflush(stdout);
     return Status::ok();
   }
-  Status commit() {
-    if (file_ == nullptr) return Status::ok();
-    const bool ok = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
-    std::fclose(file_);
-    file_ = nullptr;
-    if (!ok) return Error{path_ + ": cannot write the answers to disk"};
-    return temps_->commit(0, path_);
-  }
-  ~Sink() {
-    if (file_ != nullptr) std::fclose(file_);
-  }
+  Status commit() { return out_ ? out_->commit("the answers") : Status::ok(); }
 
  private:
   std::string path_;
-  std::optional<TempFiles> temps_;
-  std::FILE* file_ = nullptr;
+  std::optional<TempOutput> out_;
 };
 
 struct Totals {

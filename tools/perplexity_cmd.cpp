@@ -3,8 +3,6 @@
 // perplexity tool computes and prints them (tools/perplexity.h), so the figures compare with
 // llama.cpp's on the same file and text, and a base file saved by either tool is read by the
 // other.
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -70,34 +68,17 @@ class BaseWriter {
  public:
   Status open(const std::string& path) {
     path_ = path;
-    auto fd = temps_.create(0, path);
-    if (!fd) return Error{fd.error()};
-    file_ = ::fdopen(*fd, "wb");
-    if (file_ == nullptr) {
-      ::close(*fd);
-      return Error{path + ": cannot open for writing"};
-    }
-    return Status::ok();
+    return out_.open(path);
   }
   Status write(const void* data, size_t bytes) {
-    if (std::fwrite(data, 1, bytes, file_) != bytes) return Error{path_ + ": write failed (disk full?)"};
+    if (std::fwrite(data, 1, bytes, out_.file()) != bytes) return Error{path_ + ": write failed (disk full?)"};
     return Status::ok();
   }
-  Status commit() {
-    const bool ok = std::fflush(file_) == 0 && ::fsync(::fileno(file_)) == 0;
-    std::fclose(file_);
-    file_ = nullptr;
-    if (!ok) return Error{path_ + ": cannot write the log-probabilities to disk"};
-    return temps_.commit(0, path_);
-  }
-  ~BaseWriter() {
-    if (file_ != nullptr) std::fclose(file_);
-  }
+  Status commit() { return out_.commit("the log-probabilities"); }
 
  private:
   std::string path_;
-  TempFiles temps_;
-  std::FILE* file_ = nullptr;
+  TempOutput out_;
 };
 
 struct Common {
