@@ -51,8 +51,6 @@ class Grammar {
   // number, integer (no trailing whitespace) and ws; each value rule ends with ws.
   static const char* json_value_rules();
 
-  int n_rules() const { return static_cast<int>(rule_alts_.size()); }
-
  private:
   friend class State;
   friend class Parser;

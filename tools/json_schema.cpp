@@ -276,4 +276,12 @@ class Converter {
 
 Expected<std::string> json_schema_to_gbnf(const nlohmann::json& schema) { return Converter(schema).run(); }
 
+Expected<grammar::Grammar> json_schema_grammar(const nlohmann::json& schema) {
+  auto text = json_schema_to_gbnf(schema);
+  if (!text) return Error{text.error()};
+  auto g = grammar::Grammar::parse(*text);
+  if (!g) return Error{"json schema: its " + g.error()};
+  return g;
+}
+
 }  // namespace zenmoe::tools

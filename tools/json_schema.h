@@ -17,11 +17,14 @@
 #include <string>
 
 #include "kernels/status.h"
+#include "runtime/grammar.h"
 
 namespace zenmoe::tools {
 
 // The GBNF text of a grammar whose sentences are the JSON texts `schema` admits (whitespace as
 // Grammar::json_value_rules allows), or one error line naming the schema path at fault.
 Expected<std::string> json_schema_to_gbnf(const nlohmann::json& schema);
+// That grammar, parsed (a schema that is only itself, {"$ref": "#"}, converts but is refused here).
+Expected<grammar::Grammar> json_schema_grammar(const nlohmann::json& schema);
 
 }  // namespace zenmoe::tools

@@ -104,7 +104,7 @@ struct RunOptions {
   bool prompt_cache_ro = false;
   std::vector<std::string> reverse_prompts;
   bool ignore_eos = false;
-  std::shared_ptr<const grammar::Grammar> grammar;  // --grammar / --grammar-file
+  std::shared_ptr<const grammar::Grammar> grammar;  // --grammar, --json-schema or their file forms
   bool force_ref = false;
   bool profile = false;
   bool verbose = false;
@@ -157,14 +157,14 @@ Expected<std::shared_ptr<const grammar::Grammar>> grammar_flags(const Args& a) {
                                    ? read_text_file(a.get(flag), schema ? "JSON schema file" : "grammar file")
                                    : Expected<std::string>(a.get(flag));
   if (!text) return Error{text.error()};
+  Expected<grammar::Grammar> g = Error{""};
   if (schema) {
     const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded()) return Error{source + "not valid JSON"};
-    auto gbnf = json_schema_to_gbnf(j);
-    if (!gbnf) return Error{source + gbnf.error()};
-    text = std::move(*gbnf);
+    g = json_schema_grammar(j);
+  } else {
+    g = grammar::Grammar::parse(*text);
   }
-  auto g = grammar::Grammar::parse(*text);
   if (!g) return Error{source + g.error()};
   return std::make_shared<const grammar::Grammar>(std::move(*g));
 }

@@ -44,10 +44,8 @@ std::optional<BadRequest> read_int(const json& body, const char* key, int64_t lo
 // The grammar of a JSON schema, or a bad request naming the field it came from.
 std::variant<std::shared_ptr<const grammar::Grammar>, BadRequest> schema_grammar(const json& schema,
                                                                                   const std::string& field) {
-  auto text = json_schema_to_gbnf(schema);
-  if (!text) return BadRequest{400, "'" + field + "': " + text.error()};
-  auto g = grammar::Grammar::parse(*text);
-  if (!g) return BadRequest{400, "'" + field + "': the schema's " + g.error()};
+  auto g = json_schema_grammar(schema);
+  if (!g) return BadRequest{400, "'" + field + "': " + g.error()};
   return std::make_shared<const grammar::Grammar>(std::move(*g));
 }
 
