@@ -125,6 +125,7 @@ TEST(JsonSchema, UnsupportedOrWrongSchemasGetOneLineErrors) {
       {R"({"enum": []})", "'enum' must be a non-empty array"},
       {R"({"anyOf": {}})", "'anyOf' must be a non-empty array"},
       {"3", "a schema must be an object or a boolean"},
+      {R"({"properties": {"a\nb": {"format": "x"}}})", "#/properties/a b: 'format' is not supported"},
   };
   for (const Case& c : cases) {
     auto r = tools::json_schema_to_gbnf(json::parse(c.schema));

@@ -74,8 +74,12 @@ class Converter {
     return name;
   }
 
+  // One line: control characters of property names and the like become spaces.
   Error bad(const std::string& path, const std::string& what) const {
-    return Error{"json schema: " + path + ": " + what};
+    std::string line = "json schema: " + path + ": " + what;
+    for (char& c : line)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+    return Error{line};
   }
 
   // A count keyword (minItems and the like): *out unchanged when absent.
