@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Fuzzes the GGUF reader, the plan file reader, the tokenizer, the prompt cache reader, the
 # log-probability file reader and GBNF grammars: bash scripts/fuzz.sh [SECONDS=60]. SECONDS is
-# the total: two fifths for the GGUF reader, a fifth for the tokenizer, a tenth each for the
-# plan reader, the prompt cache reader and grammars, a twentieth for log-probability files. Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the
+# the total: two fifths for the GGUF reader, a fifth for the tokenizer, three twentieths for
+# grammars, a tenth each for the plan reader and the prompt cache reader, a twentieth for
+# log-probability files. Builds build/fuzz with clang-19 (libFuzzer + ASan + UBSan; the
 # libraries get coverage instrumentation too), writes seed corpora (writer-made files, files built from the
 # oracle model's metadata, tokenizer vocabularies) under build/fuzz, runs the fuzzers, and
 # fails on any finding. A crashing input is copied to tests/fuzz/regressions/ (GGUF),
