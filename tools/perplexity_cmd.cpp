@@ -124,10 +124,10 @@ int perplexity(const Args& a, const OpenedModel& model, const tok::Tokenizer& tk
   if (a.has("kl-divergence-base")) {
     base.emplace();
     Status st = base->open(a.get("kl-divergence-base"));
-    const uint32_t header[4] = {0, static_cast<uint32_t>(n_ctx), static_cast<uint32_t>(n_vocab),
-                                static_cast<uint32_t>(n_chunk)};
+    const uint32_t sizes[3] = {static_cast<uint32_t>(n_ctx), static_cast<uint32_t>(n_vocab),
+                               static_cast<uint32_t>(n_chunk)};
     if (st) st = base->write("_logits_", 8);
-    if (st) st = base->write(header + 1, 12);
+    if (st) st = base->write(sizes, sizeof sizes);
     if (st) st = base->write(tokens.data(), sizeof(int32_t) * static_cast<size_t>(n_chunk) * n_ctx);
     if (!st) return fail(st.message());
     records.resize(static_cast<size_t>(scored) * ppl::record_u16(n_vocab));
