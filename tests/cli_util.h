@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace zenmoe::testing_cli {
 
@@ -26,6 +28,14 @@ inline std::string slurp_file(const std::filesystem::path& p) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// A file of float32 values (a `zenmoe logits` output), as many whole values as it holds.
+inline std::vector<float> read_f32(const std::filesystem::path& p) {
+  const std::string bytes = slurp_file(p);
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
 }
 
 // A directory private to this process and `tag`, created on first use and removed with its

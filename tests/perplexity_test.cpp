@@ -27,6 +27,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing_cli::expect_one_line_error;
+using testing_cli::read_f32;
 using testing_cli::run_zenmoe;
 
 // log softmax in double.
@@ -240,13 +241,6 @@ double number_after(const std::string& out, const std::string& label) {
   const size_t at = out.find(label);
   if (at == std::string::npos) return NAN;
   return std::strtod(out.c_str() + at + label.size(), nullptr);
-}
-
-std::vector<float> read_f32(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<float> v(fs::file_size(p) / 4);
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(4 * v.size()));
-  return v;
 }
 
 TEST_F(PerplexityCli, PerplexityIsThatOfTheLogitsOfEachChunk) {

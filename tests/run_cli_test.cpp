@@ -23,6 +23,7 @@
 
 #include "runtime/gguf.h"
 #include "runtime/thread_pool.h"
+#include "tests/cli_util.h"
 #include "tests/model_util.h"
 
 namespace zenmoe {
@@ -387,12 +388,7 @@ TEST_F(RunCli, ReversePromptStopsAndEscapesAreRead) {
   EXPECT_NE(n_escaped, m[1]);
 }
 
-std::vector<float> read_f32(const fs::path& p) {
-  const std::string bytes = slurp(p);
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
+using testing_cli::read_f32;
 
 TEST_F(RunCli, LogitsWritesEveryPositionRepeatably) {
   const fs::path pre = dir_ / "pre.f32", pre2 = dir_ / "pre2.f32", dec = dir_ / "dec.f32";
