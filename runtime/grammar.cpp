@@ -6,7 +6,6 @@
 #include <map>
 #include <unordered_map>
 #include <optional>
-#include <set>
 #include <utility>
 
 namespace zenmoe::grammar {
@@ -33,7 +32,8 @@ constexpr size_t kMaxRules = 4096;  // rules, the parser's own (groups, repetiti
 constexpr int kMaxNesting = 64;     // parentheses inside parentheses
 constexpr size_t kMaxElements = size_t{1} << 18;  // items of all sequences together
 constexpr size_t kMaxText = size_t{1} << 20;      // bytes of grammar text
-constexpr size_t kMaxStacks = 4096;  // stacks one character may leave (an ambiguous grammar's)
+constexpr size_t kMaxStacks = 2048;  // stacks one character may leave (an ambiguous grammar's)
+constexpr size_t kMaxWork = 4 * kMaxStacks;  // stacks one character may make or expand
 
 bool is_name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -466,25 +466,42 @@ const std::string& Grammar::json_object_text() {
 }
 
 struct State::Automaton {
-  static constexpr size_t kMaxStates = 1 << 16;  // past this the kept states start over
+  // Past this many cells (nodes and kept stacks) the automaton starts over: an ambiguous grammar
+  // over a long text would otherwise keep growing it.
+  static constexpr size_t kMaxCells = size_t{1} << 20;
   static constexpr int kUnknown = -2;
-  std::vector<std::vector<Stack>> states;
+  struct Node {
+    Pos pos;
+    Stack below;
+  };
+  std::vector<Node> nodes;
+  struct Slot {
+    Node node{};
+    Stack id = kEmpty;  // kEmpty: a free slot
+  };
+  std::vector<Slot> table;      // open addressing over nodes, half full at most
+  std::vector<uint32_t> mark;   // per node: the expansion that met it last
+  uint32_t expansion = 0;
   std::map<std::vector<Stack>, int> ids;
+  std::vector<const std::vector<Stack>*> states;  // keys of ids
   std::vector<std::array<int, 128>> ascii;  // per state: ASCII code point -> state, -1 or kUnknown
   std::unordered_map<uint64_t, int> next;   // state << 32 | other code point -> state or -1
+  size_t cells = 0;
 };
 
 State::State(std::shared_ptr<const Grammar> g) : g_(std::move(g)), a_(std::make_shared<Automaton>()) {
-  std::set<Stack> start, seen;
-  for (int a : g_->rule_alts_[static_cast<size_t>(g_->root_)]) expand({Pos{a, 0}}, start, seen);
-  cur_ = intern(std::vector<Stack>(start.begin(), start.end()));
+  std::vector<Stack> start;
+  for (int alt : g_->rule_alts_[static_cast<size_t>(g_->root_)]) start.push_back(push({alt, 0}, kEmpty));
+  cur_ = intern(settle(start, nullptr, &start_cut_));
 }
 
-int State::intern(std::vector<Stack> stacks) const {  // sorted, no two alike
-  auto [it, added] = a_->ids.try_emplace(stacks, static_cast<int>(a_->states.size()));
+int State::intern(std::vector<Stack> stacks) const {  // no two alike
+  const size_t n = stacks.size();
+  auto [it, added] = a_->ids.try_emplace(std::move(stacks), static_cast<int>(a_->states.size()));
   if (added) {
-    a_->states.push_back(std::move(stacks));
+    a_->states.push_back(&it->first);
     a_->ascii.emplace_back().fill(Automaton::kUnknown);
+    a_->cells += n + 128;  // its stacks and its ASCII table
   }
   return it->second;
 }
@@ -496,56 +513,111 @@ int State::transition(int state, uint32_t c) const {
   } else if (auto it = a_->next.find(key); it != a_->next.end()) {
     return it->second;
   }
-  std::vector<Stack> out = step(a_->states[static_cast<size_t>(state)], c);
+  std::vector<Stack> out = settle(*a_->states[static_cast<size_t>(state)], &c, nullptr);
   const int to = out.empty() ? -1 : intern(std::move(out));
   if (c < 128) {
     a_->ascii[static_cast<size_t>(state)][c] = to;
   } else {
     a_->next.emplace(key, to);
+    ++a_->cells;
   }
   return to;
 }
 
-const Element& State::top(const Stack& s) const {
-  const Pos& p = s.back();
+State::Stack State::push(Pos p, Stack below) const {
+  Automaton& a = *a_;
+  const auto slot = [&a](Pos q, Stack b) {  // where the node (q, b) is or would go
+    uint64_t h = (static_cast<uint64_t>(static_cast<uint32_t>(q.alt)) << 32 | static_cast<uint32_t>(b)) ^
+                 (static_cast<uint64_t>(static_cast<uint32_t>(q.idx)) * 0x9E3779B97F4A7C15ull);
+    h = (h ^ (h >> 30)) * 0xBF58476D1CE4E5B9ull;  // splitmix64's finish: every bit of the key mixed
+    h = (h ^ (h >> 27)) * 0x94D049BB133111EBull;
+    const size_t m = a.table.size() - 1;
+    size_t i = static_cast<size_t>(h ^ (h >> 31)) & m;
+    for (; a.table[i].id != kEmpty; i = (i + 1) & m) {
+      const Automaton::Slot& t = a.table[i];
+      if (t.node.pos.alt == q.alt && t.node.pos.idx == q.idx && t.node.below == b) break;
+    }
+    return i;
+  };
+  if (2 * (a.nodes.size() + 1) > a.table.size()) {  // grow: twice the slots, every node placed again
+    a.table.assign(std::max<size_t>(1024, 2 * a.table.size()), Automaton::Slot{});
+    for (size_t id = 0; id < a.nodes.size(); ++id)
+      a.table[slot(a.nodes[id].pos, a.nodes[id].below)] = {a.nodes[id], static_cast<Stack>(id)};
+  }
+  Automaton::Slot& t = a.table[slot(p, below)];
+  if (t.id == kEmpty) {
+    t = {{p, below}, static_cast<Stack>(a.nodes.size())};
+    a.nodes.push_back(t.node);
+    a.mark.push_back(0);
+    ++a.cells;
+  }
+  return t.id;
+}
+
+const Element& State::top(Stack s) const {
+  const Pos& p = a_->nodes[static_cast<size_t>(s)].pos;
   return g_->alts_[static_cast<size_t>(p.alt)][static_cast<size_t>(p.idx)];
 }
 
-// Adds to `out` every stack `s` can become before its next character: finished sequences
-// popped, references at the top replaced by each alternative of their rule. `seen`: the stacks
-// expanded already in this step (an identical one adds nothing new).
-void State::expand(Stack s, std::set<Stack>& out, std::set<Stack>& seen) const {
-  if (out.size() >= kMaxStacks || !seen.insert(s).second) return;  // parses past the limit are dropped
-  while (!s.empty()) {
-    Pos& p = s.back();
-    const auto& seq = g_->alts_[static_cast<size_t>(p.alt)];
-    if (p.idx == static_cast<int32_t>(seq.size())) {
-      s.pop_back();
-      continue;
-    }
-    const Element& e = seq[static_cast<size_t>(p.idx)];
-    if (e.rule < 0) break;
-    ++p.idx;  // continue after the reference once its rule is matched
-    if (p.idx == static_cast<int32_t>(seq.size())) s.pop_back();
-    for (int a : g_->rule_alts_[static_cast<size_t>(e.rule)]) {
-      Stack t = s;
-      t.push_back({a, 0});
-      expand(std::move(t), out, seen);
-    }
-    return;
-  }
-  out.insert(std::move(s));
+State::Stack State::after_top(Stack s) const {
+  const Automaton::Node n = a_->nodes[static_cast<size_t>(s)];
+  if (n.pos.idx + 1 == static_cast<int32_t>(g_->alts_[static_cast<size_t>(n.pos.alt)].size())) return n.below;
+  return push({n.pos.alt, n.pos.idx + 1}, n.below);
 }
 
-std::vector<State::Stack> State::step(const std::vector<Stack>& from, uint32_t c) const {
-  std::set<Stack> out, seen;
-  for (const Stack& s : from) {
-    if (s.empty() || !top(s).matches(c)) continue;
-    Stack t = s;
-    ++t.back().idx;
-    expand(std::move(t), out, seen);
+// The stacks `from` becomes before its next character, when `c` is given just those whose top
+// matches *c, moved past it: finished sequences popped, references at the top replaced by each
+// alternative of their rule (depth first, in the order of the alternatives), a stack met before
+// in this call not expanded again. In the order met, so the parses of earlier stacks and earlier
+// alternatives come first; no two alike. Past kMaxStacks stacks, or kMaxWork stacks made and
+// expanded, the parses left are dropped (*cut is then set).
+std::vector<State::Stack> State::settle(const std::vector<Stack>& from, const uint32_t* c, bool* cut) const {
+  Automaton& a = *a_;
+  if (++a.expansion == 0) {  // the counter wrapped: every mark is stale
+    std::fill(a.mark.begin(), a.mark.end(), 0);
+    a.expansion = 1;
   }
-  return std::vector<Stack>(out.begin(), out.end());
+  std::vector<Stack> out, todo;
+  bool ended = false;
+  size_t work = 0;
+  const auto open = [&] { return out.size() < kMaxStacks && work < kMaxWork; };
+  for (Stack f : from) {
+    if (!open()) break;
+    if (c != nullptr) {
+      if (f == kEmpty || !top(f).matches(*c)) continue;
+      f = after_top(f);
+    }
+    todo.push_back(f);
+    for (; !todo.empty() && open(); ++work) {
+      const Stack s = todo.back();
+      todo.pop_back();
+      if (s == kEmpty) {
+        if (!ended) out.push_back(kEmpty);
+        ended = true;
+        continue;
+      }
+      if (a.mark[static_cast<size_t>(s)] == a.expansion) continue;
+      a.mark[static_cast<size_t>(s)] = a.expansion;
+      const Automaton::Node n = a.nodes[static_cast<size_t>(s)];
+      const auto& seq = g_->alts_[static_cast<size_t>(n.pos.alt)];
+      if (n.pos.idx == static_cast<int32_t>(seq.size())) {  // an empty alternative
+        todo.push_back(n.below);
+        continue;
+      }
+      const Element& e = seq[static_cast<size_t>(n.pos.idx)];
+      if (e.rule < 0) {
+        out.push_back(s);
+        continue;
+      }
+      const Stack rest = after_top(s);  // continue after the reference once its rule is matched
+      const size_t first = todo.size();  // the alternatives, the first one on top
+      work += g_->rule_alts_[static_cast<size_t>(e.rule)].size();
+      for (int alt : g_->rule_alts_[static_cast<size_t>(e.rule)]) todo.push_back(push({alt, 0}, rest));
+      std::reverse(todo.begin() + static_cast<std::ptrdiff_t>(first), todo.end());
+    }
+  }
+  if (cut != nullptr) *cut = !open();
+  return out;
 }
 
 int State::walk(std::string_view bytes, size_t* tail_len, uint32_t* lo, uint32_t* hi) const {
@@ -576,8 +648,8 @@ bool State::accepts(std::string_view bytes) const {
   const int state = walk(bytes, &tail_len, &lo, &hi);
   if (state < 0) return false;
   if (tail_len == 0) return true;
-  for (const Stack& st : a_->states[static_cast<size_t>(state)])
-    if (!st.empty() && top(st).may_match(lo, hi)) return true;
+  for (Stack st : *a_->states[static_cast<size_t>(state)])
+    if (st != kEmpty && top(st).may_match(lo, hi)) return true;
   return false;
 }
 
@@ -587,21 +659,34 @@ void State::advance(std::string_view bytes) {
   const int state = walk(bytes, &tail_len, &lo, &hi);
   const std::string s = partial_ + std::string(bytes);
   partial_ = state >= 0 ? s.substr(s.size() - tail_len) : std::string();
-  std::vector<Stack> reached = state >= 0 ? a_->states[static_cast<size_t>(state)] : std::vector<Stack>{};
-  if (a_->states.size() > Automaton::kMaxStates) a_ = std::make_shared<Automaton>();  // start over
+  std::vector<Stack> reached = state >= 0 ? *a_->states[static_cast<size_t>(state)] : std::vector<Stack>{};
+  if (a_->cells > Automaton::kMaxCells) {  // start over, with just the stacks reached
+    const std::shared_ptr<const Automaton> old = a_;
+    a_ = std::make_shared<Automaton>();
+    std::unordered_map<Stack, Stack> moved{{kEmpty, kEmpty}};
+    for (Stack& st : reached) {
+      std::vector<Stack> chain;  // the nodes not moved yet, top first
+      for (Stack n = st; !moved.count(n); n = old->nodes[static_cast<size_t>(n)].below) chain.push_back(n);
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        const Automaton::Node& n = old->nodes[static_cast<size_t>(*it)];
+        moved.emplace(*it, push(n.pos, moved.at(n.below)));
+      }
+      st = moved.at(st);
+    }
+  }
   cur_ = intern(std::move(reached));
 }
 
 bool State::can_end() const {
   if (!partial_.empty()) return false;
-  for (const Stack& s : a_->states[static_cast<size_t>(cur_)])
-    if (s.empty()) return true;
+  for (Stack s : *a_->states[static_cast<size_t>(cur_)])
+    if (s == kEmpty) return true;
   return false;
 }
 
 bool State::ended() const {
-  for (const Stack& s : a_->states[static_cast<size_t>(cur_)])
-    if (!s.empty()) return false;
+  for (Stack s : *a_->states[static_cast<size_t>(cur_)])
+    if (s != kEmpty) return false;
   return true;
 }
 
@@ -612,8 +697,7 @@ Expected<Grammar> Grammar::parse(std::string_view text) {
   // A grammar whose alternatives multiply stacks (a ::= b | b, b ::= c | c, ...) is refused
   // before it is used: its first character alone would leave too many.
   const State probe(std::make_shared<const Grammar>(*g));
-  if (probe.a_->states[static_cast<size_t>(probe.cur_)].size() >= kMaxStacks)
-    return Error{"grammar: too ambiguous (its start alone allows 4096 parses)"};
+  if (probe.start_cut_) return Error{"grammar: too ambiguous (its start alone passes the limits on parses)"};
   return g;
 }
 

@@ -12,13 +12,14 @@
 // positions still to match, its top a character class; a code point advances every stack whose
 // top matches it. Left-recursive grammars are refused (their stacks would grow without end), and
 // so are grammars past the limits that keep a request's grammar cheap: 1 MiB of text, 4096
-// rules, 262144 items, groups nested 64 deep, repetitions up to 1000, and 4096 stacks (parses)
-// at the start (later characters drop the parses past that many).
+// rules, 262144 items, groups nested 64 deep, repetitions up to 1000, and, at the start, 2048
+// stacks (parses) or 8192 stacks made and expanded (later characters drop the parses past those
+// limits, the first alternatives' kept). Stacks share their tails, so a character costs the
+// same at any nesting depth.
 #pragma once
 
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,16 +82,19 @@ class State {
  private:
   struct Pos {
     int32_t alt, idx;
-    bool operator<(const Pos& o) const { return alt != o.alt ? alt < o.alt : idx < o.idx; }
-    bool operator==(const Pos& o) const { return alt == o.alt && idx == o.idx; }
   };
-  using Stack = std::vector<Pos>;
+  // A parse stack is the id of its top node (a position and the stack below it; kEmpty: no
+  // stack). Nodes are interned in the automaton, so equal stacks have one id and share their
+  // tails: a step costs the same at any depth.
+  using Stack = int32_t;
+  static constexpr Stack kEmpty = -1;
   struct Automaton;
   friend Expected<Grammar> Grammar::parse(std::string_view text);
 
-  const Element& top(const Stack& s) const;
-  void expand(Stack s, std::set<Stack>& out, std::set<Stack>& seen) const;
-  std::vector<Stack> step(const std::vector<Stack>& from, uint32_t c) const;
+  const Element& top(Stack s) const;
+  Stack push(Pos p, Stack below) const;
+  Stack after_top(Stack s) const;  // the stack once its top element is matched
+  std::vector<Stack> settle(const std::vector<Stack>& from, const uint32_t* c, bool* cut) const;
   int intern(std::vector<Stack> stacks) const;
   int transition(int state, uint32_t c) const;  // -1: no stack takes c
   // The state after the whole characters of partial_ then bytes, -1 when one is refused or the
@@ -102,6 +106,7 @@ class State {
   std::shared_ptr<Automaton> a_;
   int cur_ = 0;
   std::string partial_;  // the first bytes of a character still to be completed
+  bool start_cut_ = false;  // the start state lost parses to the limits
 };
 
 }  // namespace zenmoe::grammar

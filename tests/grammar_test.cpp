@@ -163,6 +163,12 @@ item ::=
 
 // Rules a0 .. a(n-1), each with two ways to the next; `tail`: the reference ends each way (the
 // parses then coincide), else a different character follows each (2^n parses of the first).
+std::string repeat(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
 std::string ambiguous(int n, bool tail) {
   std::string g = "root ::= a0\n";
   for (int i = 0; i < n; ++i) {
@@ -190,6 +196,42 @@ TEST(Grammar, ManyWaysToTheSameParseStayCheap) {
   EXPECT_FALSE(sentence(some, "xyzzyzyy"));
 }
 
+// 10000 brackets deep: each character leaves one new stack on a long shared tail, and the kept
+// states pass the automaton's size limit, so it starts over (with the stacks reached) midway.
+TEST(Grammar, DeepNestingAcrossAutomatonRestarts) {
+  const auto g = compile(R"g(root ::= "(" root ")" | "[" root "]" | "x")g");
+  std::string open, close;
+  uint32_t r = 12345;
+  for (int i = 0; i < 10000; ++i) {
+    r = r * 1103515245u + 12345u;
+    const bool round = (r >> 16) & 1;
+    open += round ? '(' : '[';
+    close.insert(close.begin(), round ? ')' : ']');
+  }
+  State s(g);
+  for (char ch : open + "x") ASSERT_TRUE(feed(s, {std::string(1, ch)}));
+  for (size_t i = 0; i < close.size(); ++i) {
+    const char wrong = close[i] == ')' ? ']' : ')';
+    ASSERT_FALSE(s.accepts(std::string(1, wrong))) << i;
+    ASSERT_FALSE(s.can_end()) << i;
+    ASSERT_TRUE(feed(s, {std::string(1, close[i])})) << i;
+  }
+  EXPECT_TRUE(s.can_end());
+  EXPECT_TRUE(s.ended());
+}
+
+// Two closers for each opener: 2^n parses after n openers, kept to the limit (the first
+// alternatives first), so a text that closes with the first closers throughout stays allowed.
+TEST(Grammar, AmbiguousNestingKeepsTheFirstParses) {
+  const auto g = compile(R"g(root ::= "(" root ")" | "(" root "]" | "x")g");
+  State s(g);
+  ASSERT_TRUE(feed(s, {std::string(1000, '('), "x"}));
+  EXPECT_TRUE(feed(s, {std::string(999, ')')}));
+  EXPECT_FALSE(s.can_end());
+  EXPECT_TRUE(feed(s, {")"}));
+  EXPECT_TRUE(s.can_end());
+}
+
 TEST(Grammar, BadGrammarsGetOneLineErrors) {
   struct Case {
     std::string text, needle;
@@ -215,6 +257,9 @@ TEST(Grammar, BadGrammarsGetOneLineErrors) {
       {"root ::= \"" + std::string(300000, 'a') + "\"", "more than 262144 items"},
       {"root ::= \"" + std::string(1 << 20, 'a') + "\"", "longer than 1 MiB"},
       {ambiguous(13, false), "too ambiguous"},
+      // 2000 references to a rule with 20000 empty alternatives: refused at the start, not
+      // expanded 40 million times.
+      {"root ::= " + repeat("e ", 2000) + "\"x\"\ne ::= \"\"" + repeat(" | \"\"", 19999), "too ambiguous"},
       {R"(root ::= "a"{2)", "expected '}'"},
       {R"(root ::= ("a")", "expected ')'"},
       {R"(root ::= "a" ))", "unexpected ')'"},
