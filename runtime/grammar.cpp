@@ -466,8 +466,9 @@ const std::string& Grammar::json_object_text() {
 }
 
 struct State::Automaton {
-  // Past this many cells (nodes and kept stacks) the automaton starts over: an ambiguous grammar
-  // over a long text would otherwise keep growing it.
+  // Past this many cells (nodes and kept stacks) the automaton starts over (State::compact): an
+  // ambiguous grammar over a long text, or over a vocabulary's tokens, would otherwise keep
+  // growing it.
   static constexpr size_t kMaxCells = size_t{1} << 20;
   static constexpr int kUnknown = -2;
   struct Node {
@@ -643,6 +644,7 @@ int State::walk(std::string_view bytes, size_t* tail_len, uint32_t* lo, uint32_t
 
 bool State::accepts(std::string_view bytes) const {
   if (bytes.empty()) return false;
+  compact();  // a whole vocabulary's checks add states: their memory stays bounded
   size_t tail_len;
   uint32_t lo = 0, hi = 0;
   const int state = walk(bytes, &tail_len, &lo, &hi);
@@ -659,22 +661,27 @@ void State::advance(std::string_view bytes) {
   const int state = walk(bytes, &tail_len, &lo, &hi);
   const std::string s = partial_ + std::string(bytes);
   partial_ = state >= 0 ? s.substr(s.size() - tail_len) : std::string();
-  std::vector<Stack> reached = state >= 0 ? *a_->states[static_cast<size_t>(state)] : std::vector<Stack>{};
-  if (a_->cells > Automaton::kMaxCells) {  // start over, with just the stacks reached
-    const std::shared_ptr<const Automaton> old = a_;
-    a_ = std::make_shared<Automaton>();
-    std::unordered_map<Stack, Stack> moved{{kEmpty, kEmpty}};
-    for (Stack& st : reached) {
-      std::vector<Stack> chain;  // the nodes not moved yet, top first
-      for (Stack n = st; !moved.count(n); n = old->nodes[static_cast<size_t>(n)].below) chain.push_back(n);
-      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-        const Automaton::Node& n = old->nodes[static_cast<size_t>(*it)];
-        moved.emplace(*it, push(n.pos, moved.at(n.below)));
-      }
-      st = moved.at(st);
+  cur_ = state >= 0 ? state : intern({});
+  compact();
+}
+
+void State::compact() const {
+  if (a_->cells <= Automaton::kMaxCells) return;
+  // Start over with just the current stacks: their nodes moved, each once, below before above.
+  const std::shared_ptr<const Automaton> old = a_;
+  a_ = std::make_shared<Automaton>();
+  std::vector<Stack> stacks = *old->states[static_cast<size_t>(cur_)];
+  std::unordered_map<Stack, Stack> moved{{kEmpty, kEmpty}};
+  for (Stack& st : stacks) {
+    std::vector<Stack> chain;  // the nodes not moved yet, top first
+    for (Stack n = st; !moved.count(n); n = old->nodes[static_cast<size_t>(n)].below) chain.push_back(n);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      const Automaton::Node& n = old->nodes[static_cast<size_t>(*it)];
+      moved.emplace(*it, push(n.pos, moved.at(n.below)));
     }
+    st = moved.at(st);
   }
-  cur_ = intern(std::move(reached));
+  cur_ = intern(std::move(stacks));
 }
 
 bool State::can_end() const {

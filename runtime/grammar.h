@@ -103,8 +103,12 @@ class State {
   int walk(std::string_view bytes, size_t* tail_len, uint32_t* lo, uint32_t* hi) const;
 
   std::shared_ptr<const Grammar> g_;
-  std::shared_ptr<Automaton> a_;
-  int cur_ = 0;
+  // Past a size limit the automaton starts over with just the current stacks (the state's value
+  // is unchanged, hence const).
+  void compact() const;
+
+  mutable std::shared_ptr<Automaton> a_;
+  mutable int cur_ = 0;
   std::string partial_;  // the first bytes of a character still to be completed
   bool start_cut_ = false;  // the start state lost parses to the limits
 };
