@@ -101,12 +101,11 @@ class State {
   // bytes are not UTF-8; *tail_len: bytes of an unfinished last character, [*lo, *hi] the code
   // points it may become.
   int walk(std::string_view bytes, size_t* tail_len, uint32_t* lo, uint32_t* hi) const;
-
-  std::shared_ptr<const Grammar> g_;
   // Past a size limit the automaton starts over with just the current stacks (the state's value
   // is unchanged, hence const).
   void compact() const;
 
+  std::shared_ptr<const Grammar> g_;
   mutable std::shared_ptr<Automaton> a_;
   mutable int cur_ = 0;
   std::string partial_;  // the first bytes of a character still to be completed

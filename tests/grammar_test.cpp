@@ -161,14 +161,14 @@ item ::=
   EXPECT_FALSE(sentence(g, "z"));
 }
 
-// Rules a0 .. a(n-1), each with two ways to the next; `tail`: the reference ends each way (the
-// parses then coincide), else a different character follows each (2^n parses of the first).
 std::string repeat(const std::string& s, int n) {
   std::string out;
   for (int i = 0; i < n; ++i) out += s;
   return out;
 }
 
+// Rules a0 .. a(n-1), each with two ways to the next; `tail`: the reference ends each way (the
+// parses then coincide), else a different character follows each (2^n parses of the first).
 std::string ambiguous(int n, bool tail) {
   std::string g = "root ::= a0\n";
   for (int i = 0; i < n; ++i) {
