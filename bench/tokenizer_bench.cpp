@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -169,5 +170,28 @@ void BM_GrammarVocabularyMask(benchmark::State& state) {
   state.counters["allowed"] = static_cast<double>(allowed);
 }
 BENCHMARK(BM_GrammarVocabularyMask)->ArgsProduct({{0, 1, 2}, {0, 1}})->Unit(benchmark::kMillisecond);
+
+// A grammar's step on a new character, nested `arg` openers deep: arg 1 one closer per opener
+// (one parse), arg 2 two closers per opener (2^n parses, kept to the limit). Each iteration
+// feeds 64 more openers to a state, a new automaton every 1024 (so the depth stays bounded).
+void BM_GrammarNestingStep(benchmark::State& state) {
+  using zenmoe::grammar::Grammar;
+  const char* text = state.range(0) == 1 ? R"g(root ::= "(" root ")" | "[" root "]" | "x")g"
+                                         : R"g(root ::= "(" root ")" | "(" root "]" | "x")g";
+  const auto g = std::make_shared<const Grammar>(std::move(*Grammar::parse(text)));
+  std::optional<zenmoe::grammar::State> s;
+  int64_t fed = 0;
+  for (auto _ : state) {
+    if (fed % 1024 == 0) {
+      state.PauseTiming();
+      s.emplace(g);
+      state.ResumeTiming();
+    }
+    for (int i = 0; i < 64; ++i) s->advance("(");
+    fed += 64;
+  }
+  state.SetItemsProcessed(fed);
+}
+BENCHMARK(BM_GrammarNestingStep)->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
